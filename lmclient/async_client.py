@@ -1,0 +1,196 @@
+"""`AsyncClient`: the asyncio shell around the sans-I/O core; `Client` line for line, awaited."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+import httpx
+
+from . import errors
+from .core import DEFAULT_MAX_RESPONSE_BYTES, Call, ClientCore
+from .dialects import Endpoint
+from .params import Prompt, env_api_key, env_base_url
+from .response import Response
+from .transports import AsyncTransport
+from .types import Choice, Grammar, Regex
+
+if TYPE_CHECKING:
+    from typing_extensions import Self, Unpack
+
+    from .params import CallParams, CreateParams
+
+__all__ = ["AsyncClient"]
+
+T = TypeVar("T")
+
+
+class AsyncClient:
+    """An asyncio client for one OpenAI-compatible server; the same surface as `Client`.
+
+    >>> async with AsyncClient("http://127.0.0.1:8000/v1", model="Qwen/Qwen3-0.6B") as client:
+    ...     await client.generate("Positive?", Literal["yes", "no"])
+    'yes'
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        model: str | None = None,
+        *,
+        api_key: str | None = None,
+        dialect: str = "vllm",
+        timeout: float | httpx.Timeout | None = None,
+        deadline: float | None = None,
+        max_retries: int = 2,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        headers: Mapping[str, str] | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        defaults: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._core = ClientCore(
+            env_base_url(base_url) or "",
+            model,
+            api_key=env_api_key(api_key),
+            dialect=dialect,
+            timeout=timeout,
+            deadline=deadline,
+            max_retries=max_retries,
+            max_response_bytes=max_response_bytes,
+            headers=headers,
+            defaults=defaults,
+        )
+        self._transport = AsyncTransport(http_client)
+        self._model_lock = asyncio.Lock()
+
+    def __repr__(self) -> str:
+        return f"AsyncClient({self._core!r})"
+
+    @property
+    def model(self) -> str | None:
+        return self._core.model
+
+    @property
+    def dialect(self) -> str:
+        return self._core.dialect.name
+
+    # -- calls -------------------------------------------------------------------------------
+
+    @overload
+    async def generate(self, prompt: Prompt, **params: Unpack[CallParams]) -> str: ...
+    @overload
+    async def generate(
+        self, prompt: Prompt, output_type: type[T], **params: Unpack[CallParams]
+    ) -> T: ...
+    @overload
+    async def generate(
+        self, prompt: Prompt, output_type: Regex | Grammar | Choice, **params: Unpack[CallParams]
+    ) -> str: ...
+    @overload
+    async def generate(
+        self, prompt: Prompt, output_type: Any, **params: Unpack[CallParams]
+    ) -> Any: ...
+    async def generate(self, prompt: Prompt, output_type: Any = str, **params: Any) -> Any:
+        """Chat completion of ``prompt``, returned as a validated ``output_type``."""
+        return (await self._create("generate", prompt, output_type, "chat", params)).values[0]
+
+    @overload
+    async def complete(self, prompt: str, **params: Unpack[CallParams]) -> str: ...
+    @overload
+    async def complete(
+        self, prompt: str, output_type: type[T], **params: Unpack[CallParams]
+    ) -> T: ...
+    @overload
+    async def complete(
+        self, prompt: str, output_type: Regex | Grammar | Choice, **params: Unpack[CallParams]
+    ) -> str: ...
+    @overload
+    async def complete(
+        self, prompt: str, output_type: Any, **params: Unpack[CallParams]
+    ) -> Any: ...
+    async def complete(self, prompt: str, output_type: Any = str, **params: Any) -> Any:
+        """Plain completion (``/v1/completions``) of ``prompt``, as a validated ``output_type``."""
+        return (await self._create("complete", prompt, output_type, "completions", params)).values[
+            0
+        ]
+
+    @overload
+    async def create(
+        self, prompt: Prompt, *, endpoint: Endpoint = ..., **params: Unpack[CreateParams]
+    ) -> Response[str]: ...
+    @overload
+    async def create(
+        self,
+        prompt: Prompt,
+        output_type: type[T],
+        *,
+        endpoint: Endpoint = ...,
+        **params: Unpack[CreateParams],
+    ) -> Response[T]: ...
+    @overload
+    async def create(
+        self,
+        prompt: Prompt,
+        output_type: Regex | Grammar | Choice,
+        *,
+        endpoint: Endpoint = ...,
+        **params: Unpack[CreateParams],
+    ) -> Response[str]: ...
+    @overload
+    async def create(
+        self,
+        prompt: Prompt,
+        output_type: Any,
+        *,
+        endpoint: Endpoint = ...,
+        **params: Unpack[CreateParams],
+    ) -> Response[Any]: ...
+    async def create(
+        self, prompt: Prompt, output_type: Any = str, *, endpoint: Endpoint = "chat", **params: Any
+    ) -> Response[Any]:
+        """The full `Response`: every choice's value and text, usage, finish reasons, raw body."""
+        return await self._create("create", prompt, output_type, endpoint, params)
+
+    async def models(self) -> list[str]:
+        """The ids of the models the server serves (``GET /v1/models``)."""
+        value: list[str] = (await self._send(self._core.models_call())).value
+        return value
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    async def _create(
+        self,
+        where: str,
+        prompt: Prompt,
+        output_type: Any,
+        endpoint: Endpoint,
+        params: dict[str, Any],
+    ) -> Response[Any]:
+        if self._core.model is None:
+            self._core.prepare(where, prompt, output_type, endpoint, params)  # fail before I/O
+            async with self._model_lock:
+                if self._core.model is None:
+                    self._core.adopt_model(await self._send(self._core.models_call()))
+        return await self._send(self._core.prepare(where, prompt, output_type, endpoint, params))
+
+    async def _send(self, call: Call) -> Response[Any]:
+        while True:
+            try:
+                raw = await self._transport.send(
+                    call.request, call.timeouts(), call.max_response_bytes, call.deadline_at
+                )
+                return call.finish(raw.status, raw.headers, raw.body)
+            except errors.LMClientError as exc:
+                delay = call.backoff(exc)
+            await asyncio.sleep(delay)
+
+    async def aclose(self) -> None:
+        """Close the connections lmclient opened (a user's ``http_client`` stays open)."""
+        await self._transport.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()

@@ -1,0 +1,494 @@
+"""The sans-I/O core: every decision of a call, none of its I/O.
+
+`ClientCore` holds a client's configuration; `ClientCore.prepare` validates one call's input and
+returns a `Call`, which knows the bytes to send, the timeouts of the next attempt, how to turn the
+bytes received into a `Response` or a typed error, and whether (and when) to retry. `Client` and
+`AsyncClient` drive it with their transports and differ only in how they wait.
+
+Defaults, with their precedents:
+* 5 s to connect, 600 s between bytes: a connect to a local server is instant, but a model may
+  think for minutes before its first byte (the OpenAI SDK also reads for 600 s).
+* 2 retries with 0.5 s · 2^n backoff capped at 8 s, 25 % jitter, on 408/409/429/5xx but 501:
+  the OpenAI SDK's policy, which users of these servers already live with.
+* 64 MiB response limit: far above any completion, low enough that garbage cannot exhaust memory.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import random
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import httpx
+import msgspec
+
+from . import errors
+from .dialects import Dialect, Endpoint, Plan, get_dialect
+from .protocol import ChatCompletion, Completion, ModelList, TokenLogprob, error_info
+from .response import Response
+from .types import OutputSpec, compile_output
+
+__all__ = ["Call", "ClientCore", "PreparedRequest", "Timeouts"]
+
+DEFAULT_CONNECT_TIMEOUT = 5.0
+DEFAULT_READ_TIMEOUT = 600.0
+DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+MAX_RETRY_AFTER = 60.0  # a server asking for a longer pause gets an error, not a hung call
+
+_NUMBER = (int, float)
+# Per-call parameters sent to the server, with the types they accept. A name not here is a
+# TypeError: servers silently ignore unknown fields, so a typo must not travel.
+_BODY_PARAMS: dict[str, tuple[type, ...]] = {
+    "max_tokens": (int,),
+    "temperature": _NUMBER,
+    "top_p": _NUMBER,
+    "n": (int,),
+    "stop": (str, list, tuple),
+    "seed": (int,),
+    "logprobs": (bool,),
+    "top_logprobs": (int,),
+    "presence_penalty": _NUMBER,
+    "frequency_penalty": _NUMBER,
+}
+_CALL_PARAMS: dict[str, tuple[type, ...]] = {
+    "timeout": (int, float, httpx.Timeout),
+    "deadline": _NUMBER,
+    "max_retries": (int,),
+    "extra_body": (dict,),
+}
+PARAMS = {**_BODY_PARAMS, **_CALL_PARAMS}
+
+
+def check_params(where: str, params: Mapping[str, Any], *, allow_n: bool = False) -> None:
+    """Reject misspelt or mistyped per-call parameters before anything is sent."""
+    for name, value in params.items():
+        accepted = PARAMS.get(name)
+        if accepted is None or (name == "n" and not allow_n):
+            hint = " (n is a parameter of create() only)" if name == "n" else ""
+            raise TypeError(f"{where}() got an unexpected keyword argument {name!r}{hint}")
+        if value is None:
+            continue
+        if (isinstance(value, bool) and bool not in accepted) or not isinstance(value, accepted):
+            names = " or ".join(t.__name__ for t in accepted)
+            raise TypeError(f"{where}(): {name} must be {names}, not {type(value).__name__}")
+        problem = _value_problem(name, value)
+        if problem:
+            raise ValueError(f"{where}(): {name} {problem}, not {value!r}")
+
+
+def _value_problem(name: str, value: Any) -> str | None:
+    if name == "stop" and not isinstance(value, str):
+        return None if all(isinstance(s, str) for s in value) else "must be a str or list of str"
+    if name in ("max_tokens", "n") and value < 1:
+        return "must be at least 1"
+    if name in ("top_logprobs", "max_retries") and value < 0:
+        return "must not be negative"
+    if name in ("deadline", "timeout") and isinstance(value, _NUMBER) and value <= 0:
+        return "must be a positive number of seconds"
+    return None
+
+
+class Timeouts(msgspec.Struct, frozen=True):
+    """Per-phase timeouts of one attempt, in seconds."""
+
+    connect: float
+    read: float
+    write: float
+    pool: float
+
+    @classmethod
+    def from_user(cls, value: float | httpx.Timeout | None) -> Timeouts:
+        if value is None:
+            return cls(
+                DEFAULT_CONNECT_TIMEOUT,
+                DEFAULT_READ_TIMEOUT,
+                DEFAULT_READ_TIMEOUT,
+                DEFAULT_READ_TIMEOUT,
+            )
+        if isinstance(value, httpx.Timeout):
+            inf = math.inf
+            return cls(
+                value.connect or inf, value.read or inf, value.write or inf, value.pool or inf
+            )
+        seconds = float(value)  # one number bounds every phase, as in httpx
+        return cls(seconds, seconds, seconds, seconds)
+
+    def capped(self, remaining: float) -> Timeouts:
+        return Timeouts(
+            min(self.connect, remaining),
+            min(self.read, remaining),
+            min(self.write, remaining),
+            min(self.pool, remaining),
+        )
+
+    def as_httpx(self) -> dict[str, float | None]:
+        return {
+            k: (None if math.isinf(v) else v)
+            for k, v in (
+                ("connect", self.connect),
+                ("read", self.read),
+                ("write", self.write),
+                ("pool", self.pool),
+            )
+        }
+
+
+class PreparedRequest(msgspec.Struct, frozen=True):
+    """Exactly what goes on the wire."""
+
+    method: str
+    url: str
+    headers: list[tuple[str, str]]
+    body: bytes | None = None
+
+
+class ClientCore:
+    """A client's configuration and the pure steps shared by `Client` and `AsyncClient`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str | None,
+        *,
+        api_key: str | None,
+        dialect: str,
+        timeout: float | httpx.Timeout | None,
+        deadline: float | None,
+        max_retries: int,
+        max_response_bytes: int,
+        headers: Mapping[str, str] | None,
+        defaults: Mapping[str, Any] | None,
+    ) -> None:
+        if not base_url:
+            raise ValueError(
+                "no base_url: pass Client(base_url=...) or set LMCLIENT_BASE_URL or OPENAI_BASE_URL"
+            )
+        url = httpx.URL(base_url)
+        if url.scheme not in ("http", "https") or not url.host:
+            raise ValueError(f"base_url must be an http(s) URL, not {base_url!r}")
+        check_params(
+            "Client", {"timeout": timeout, "deadline": deadline, "max_retries": max_retries}
+        )
+        self.defaults = dict(defaults or {})
+        check_params("defaults", self.defaults, allow_n=False)
+        if max_response_bytes < 1:
+            raise ValueError("max_response_bytes must be positive")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.dialect: Dialect = get_dialect(dialect)
+        self.timeouts = Timeouts.from_user(timeout)
+        self.deadline = deadline
+        self.max_retries = max_retries
+        self.max_response_bytes = max_response_bytes
+        hdrs = {"accept": "application/json", "user-agent": "lmclient/0.1"}
+        hdrs.update({k.lower(): v for k, v in (headers or {}).items()})
+        if api_key:
+            hdrs["authorization"] = f"Bearer {api_key}"
+        self._get_headers = list(hdrs.items())
+        self._post_headers = [*self._get_headers, ("content-type", "application/json")]
+
+    def __repr__(self) -> str:  # never the API key
+        return f"base_url={self.base_url!r}, model={self.model!r}, dialect={self.dialect.name!r}"
+
+    # -- model discovery ---------------------------------------------------------------------
+
+    def models_request(self) -> PreparedRequest:
+        return PreparedRequest("GET", self.base_url + "/models", self._get_headers)
+
+    def models_call(self) -> Call:
+        """A call that lists the served models (``GET /v1/models``)."""
+        return Call(self, self.models_request(), None, None, "models", {})
+
+    def adopt_model(self, response: Response[list[str]]) -> str:
+        """Use the only model served, as ``model=None`` asks; several or none is an error."""
+        names = response.value
+        if len(names) != 1:
+            raise errors.LMClientError(
+                f"model=None needs a server with exactly one model; {self.base_url} serves "
+                f"{len(names)}: {', '.join(names) or '(none)'}; pass model=..."
+            )
+        self.model = names[0]
+        return self.model
+
+    # -- calls -----------------------------------------------------------------------------
+
+    def prepare(
+        self,
+        where: str,
+        prompt: str | Sequence[Mapping[str, Any]],
+        output_type: Any,
+        endpoint: Endpoint,
+        params: dict[str, Any],
+    ) -> Call:
+        """Validate a call's input and build its request; raises before anything is sent."""
+        check_params(where, params, allow_n=where == "create")
+        spec = compile_output(output_type)
+        if endpoint not in ("chat", "completions"):
+            raise ValueError(f"endpoint must be 'chat' or 'completions', not {endpoint!r}")
+        plan = self.dialect.plan(spec, endpoint)
+        merged = {**self.defaults, **params} if self.defaults else params
+        body: dict[str, Any] = {"model": self.model}
+        if endpoint == "chat":
+            body["messages"] = _messages(prompt)
+        else:
+            if not isinstance(prompt, str):
+                raise TypeError("complete() takes a str prompt")
+            body["prompt"] = prompt
+        extra = None
+        for name, value in merged.items():
+            if value is None or name in _CALL_PARAMS:
+                continue
+            if name == "logprobs" and endpoint == "completions":
+                if value:  # legacy completions: logprobs is the number of alternatives
+                    body["logprobs"] = merged.get("top_logprobs") or 0
+            elif name == "top_logprobs" and endpoint == "completions":
+                continue
+            else:
+                body[name] = list(value) if name == "stop" and isinstance(value, tuple) else value
+        body.update(plan.fields)
+        extra = merged.get("extra_body")
+        if extra:
+            body.update(extra)
+        request = PreparedRequest(
+            "POST",
+            self.base_url + ("/chat/completions" if endpoint == "chat" else "/completions"),
+            self._post_headers,
+            msgspec.json.encode(body),
+        )
+        return Call(self, request, spec, plan, endpoint, merged)
+
+
+def _messages(prompt: str | Sequence[Mapping[str, Any]]) -> list[Any]:
+    if isinstance(prompt, str):
+        return [{"role": "user", "content": prompt}]
+    if isinstance(prompt, Sequence) and prompt:
+        messages = list(prompt)
+        for m in messages:
+            if not isinstance(m, Mapping) or not isinstance(m.get("role"), str):
+                raise TypeError("each message must be a mapping with a 'role' str")
+        return messages
+    raise TypeError("prompt must be a str or a non-empty list of message dicts")
+
+
+class Call:
+    """One call's state across attempts: what to send, when to give up, what came back."""
+
+    def __init__(
+        self,
+        core: ClientCore,
+        request: PreparedRequest,
+        spec: OutputSpec[Any] | None,
+        plan: Plan | None,
+        endpoint: Literal["chat", "completions", "models"],
+        params: Mapping[str, Any],
+    ) -> None:
+        self.request = request
+        self.spec = spec
+        self.plan = plan
+        self.endpoint = endpoint
+        self.retries = 0
+        self.max_retries: int = params.get("max_retries", core.max_retries)
+        timeout = params.get("timeout")
+        self._timeouts = core.timeouts if timeout is None else Timeouts.from_user(timeout)
+        deadline = params.get("deadline", core.deadline)
+        self.deadline_at: float | None = None if deadline is None else time.monotonic() + deadline
+        self.max_response_bytes = core.max_response_bytes
+
+    def timeouts(self) -> Timeouts:
+        """Timeouts of the next attempt, shortened to what is left of the deadline."""
+        if self.deadline_at is None:
+            return self._timeouts
+        remaining = self.deadline_at - time.monotonic()
+        if remaining <= 0:
+            raise errors.APITimeoutError("the call's deadline expired")
+        return self._timeouts.capped(remaining)
+
+    def finish(self, status: int, headers: Mapping[str, str], body: bytes) -> Response[Any]:
+        """Turn a complete HTTP response into a `Response` or raise its typed error."""
+        if status >= 300:
+            raise api_error(status, headers, body)
+        if self.endpoint == "models":
+            models = _decode_wire(ModelList, body)
+            return Response([[m.id for m in models.data]], [""], [None], None, None, None, models)
+        assert self.spec is not None and self.plan is not None
+        if self.endpoint == "chat":
+            return self._chat(_decode_wire(ChatCompletion, body))
+        return self._completion(_decode_wire(Completion, body))
+
+    def backoff(self, exc: errors.LMClientError) -> float:
+        """The pause before retrying after ``exc``; re-raises ``exc`` if it must not be retried."""
+        if self.retries >= self.max_retries:
+            raise exc
+        if isinstance(exc, errors.APIError):
+            forced = exc.should_retry
+            retryable = exc.status_code in RETRY_STATUSES if forced is None else forced
+            if not retryable or (exc.retry_after is not None and exc.retry_after > MAX_RETRY_AFTER):
+                raise exc
+            delay = exc.retry_after
+        elif isinstance(exc, errors.APIConnectionError):
+            delay = None
+        else:
+            raise exc
+        if delay is None:
+            base = min(0.5 * 2**self.retries, 8.0)
+            delay = base * (1 - 0.25 * random.random())
+        if self.deadline_at is not None and time.monotonic() + delay >= self.deadline_at:
+            raise exc  # the pause alone would outlive the deadline: report what happened
+        self.retries += 1
+        return delay
+
+    # -- response bodies -------------------------------------------------------------------
+
+    def _chat(self, wire: ChatCompletion) -> Response[Any]:
+        if not wire.choices:
+            raise errors.ProtocolError("the response has no choices")
+        texts: list[str] = []
+        reasons: list[str | None] = []
+        reasoning = None
+        for choice in sorted(wire.choices, key=lambda c: c.index):
+            msg = choice.message
+            text = msg.content or ""
+            if msg.refusal:
+                raise errors.RefusalError(msg.refusal, text=text, output_type=self._type)
+            thought = msg.reasoning or msg.reasoning_content
+            if reasoning is None:
+                reasoning = thought
+            if not text and thought and self.spec and self.spec.kind != "text":
+                raise errors.ValidationError(
+                    "the message content is empty but reasoning is present: the model may "
+                    "have spent max_tokens on thinking",
+                    text=text,
+                    output_type=self._type,
+                )
+            texts.append(text)
+            reasons.append(choice.finish_reason)
+        first = wire.choices[0].logprobs
+        logprobs = first.content if first is not None else None
+        return self._response(wire, texts, reasons, reasoning, logprobs, wire.usage)
+
+    def _completion(self, wire: Completion) -> Response[Any]:
+        if not wire.choices:
+            raise errors.ProtocolError("the response has no choices")
+        choices = sorted(wire.choices, key=lambda c: c.index)
+        texts = [c.text or "" for c in choices]
+        reasons = [c.finish_reason for c in choices]
+        first = choices[0].logprobs
+        logprobs = first.normalized() if first is not None else None
+        return self._response(wire, texts, reasons, None, logprobs, wire.usage)
+
+    def _response(
+        self,
+        wire: ChatCompletion | Completion,
+        texts: list[str],
+        reasons: list[str | None],
+        reasoning: str | None,
+        logprobs: list[TokenLogprob] | None,
+        usage: Any,
+    ) -> Response[Any]:
+        assert self.spec is not None and self.plan is not None
+        values = []
+        for text, reason in zip(texts, reasons, strict=True):
+            if reason == "content_filter":
+                raise errors.RefusalError(
+                    "the server filtered the output (finish_reason 'content_filter')",
+                    text=text,
+                    output_type=self._type,
+                )
+            if reason == "abort":  # SGLang aborts a request it cannot finish
+                raise errors.ServerError("the server aborted the generation", status_code=200)
+            if reason == "length" and self.spec.kind != "text":
+                raise errors.TruncatedError(text=text, output_type=self._type, usage=usage)
+            try:
+                values.append(self.plan.decode(text))
+            except errors.ValidationError as exc:
+                if len(texts) > 1:
+                    exc.attempts = list(texts)
+                raise
+        return Response(
+            values,
+            texts,
+            reasons,
+            usage,
+            wire.model,
+            wire.id,
+            wire,
+            reasoning,
+            logprobs,
+            self.retries,
+        )
+
+    @property
+    def _type(self) -> Any:
+        return None if self.spec is None else self.spec.output_type
+
+
+def _decode_wire(tp: type[Any], body: bytes) -> Any:
+    try:
+        return msgspec.json.decode(body, type=tp)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise errors.ProtocolError(f"unexpected response body ({exc})", body=body) from None
+
+
+_STATUS_ERRORS: dict[int, type[errors.APIError]] = {
+    400: errors.BadRequestError,
+    422: errors.BadRequestError,
+    401: errors.AuthenticationError,
+    403: errors.PermissionDeniedError,
+    404: errors.NotFoundError,
+    429: errors.RateLimitError,
+    424: errors.ServerError,  # TGI: generation error
+}
+
+
+def api_error(status: int, headers: Mapping[str, str], body: bytes) -> errors.APIError:
+    """The typed error for an error response, from any server's envelope."""
+    try:
+        decoded: Any = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        decoded = body.decode("utf-8", "replace")
+    info = error_info(decoded)
+    if info is not None:
+        message, kind, code, param = info.message, info.type, info.code, info.param
+    else:
+        text = decoded.strip() if isinstance(decoded, str) else ""
+        message = text[:500] or f"HTTP {status}"
+        kind = code = param = None
+    cls = _STATUS_ERRORS.get(status) or (errors.ServerError if status >= 500 else errors.APIError)
+    exc = cls(
+        message,
+        status_code=status,
+        type=kind,
+        code=code,
+        param=param,
+        body=decoded,
+        request_id=headers.get("x-request-id"),
+        retry_after=retry_after(headers),
+        should_retry={"true": True, "false": False}.get(headers.get("x-should-retry", "")),
+    )
+    return exc
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """The delay a server asked for: ``retry-after-ms``, then ``Retry-After`` (seconds or date)."""
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(float(ms) / 1000, 0.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - time.time(), 0.0)

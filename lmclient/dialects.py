@@ -1,0 +1,226 @@
+"""Dialects: how each server family is told about a constraint, and what it cannot be told.
+
+A dialect turns an `OutputSpec` into request fields plus the decoder for what comes back. Where a
+server has no native field for a constraint it is emulated (a choice as a regex alternation, a
+GBNF alternation or a JSON-schema ``enum``; a regex as a JSON string with ``pattern``), and where
+it cannot be expressed at all the dialect raises `UnsupportedConstraintError` before anything is
+sent: no field is ever sent that the server would silently ignore. Field placements are from
+``shared/reference/servers.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, Literal
+
+import msgspec
+
+from .errors import UnsupportedConstraintError
+from .types import OutputSpec, gbnf_alternation, regex_alternation
+
+__all__ = ["DIALECTS", "Dialect", "Endpoint", "Plan", "get_dialect"]
+
+Endpoint = Literal["chat", "completions"]
+Fields = dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """The request fields for one (output type, dialect, endpoint) and the decoder of the reply.
+
+    ``wrapped`` is true when the value travels as ``{"value": …}`` (object-root dialects)."""
+
+    fields: Fields
+    decode: Callable[[str], Any]
+    wrapped: bool = False
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Dialect:
+    """One server family's constraint fields; ``None`` is "no native field" (emulate or refuse)."""
+
+    name: str
+    schema: Callable[[dict[str, Any], str, Endpoint], Fields]
+    any_json: Fields | None = None  # the server's "any JSON" mode; else the schema {}
+    regex: Callable[[str], Fields] | None = None
+    choice: Callable[[tuple[str, ...]], Fields] | None = None
+    grammar: Callable[[str], Fields] | None = None
+    grammar_syntaxes: frozenset[str] = frozenset()
+    object_root: bool = False
+    constrained_endpoints: frozenset[str] = frozenset({"chat", "completions"})
+
+    def plan(self, spec: OutputSpec[Any], endpoint: Endpoint) -> Plan:
+        """The cached plan for ``spec`` on ``endpoint``; raises before any request is built."""
+        key = (self.name, endpoint)
+        plan = spec.plans.get(key)
+        if plan is None:
+            plan = spec.plans[key] = self._plan(spec, endpoint)
+        return plan
+
+    def _plan(self, spec: OutputSpec[Any], endpoint: Endpoint) -> Plan:
+        if spec.kind == "text":
+            return Plan({}, spec.decode)
+        if endpoint not in self.constrained_endpoints:
+            raise UnsupportedConstraintError(
+                f"dialect {self.name!r} cannot constrain the {endpoint} endpoint "
+                f"(the server ignores constraint fields there); use endpoint='chat'"
+            )
+        native = self._native(spec)
+        if native is not None:
+            return Plan(native, spec.decode)
+        if spec.kind == "grammar":
+            able = [d.name for d in DIALECTS.values() if spec.syntax in d.grammar_syntaxes]
+            raise UnsupportedConstraintError(
+                f"dialect {self.name!r} cannot take a {spec.syntax} grammar; "
+                f"dialect= values that can: {', '.join(able)}"
+            )
+        assert spec.schema is not None and spec.decode_json is not None
+        if self.object_root and not spec.root_is_object:
+            schema, decode = spec.wrapped
+            return Plan(self.schema(schema, spec.name, endpoint), decode, wrapped=True)
+        return Plan(self.schema(spec.schema, spec.name, endpoint), spec.decode_json)
+
+    def _native(self, spec: OutputSpec[Any]) -> Fields | None:
+        if spec.kind == "any" and self.any_json is not None:
+            return self.any_json
+        if spec.kind == "regex" and self.regex is not None:
+            assert spec.pattern is not None
+            return self.regex(spec.pattern)
+        if spec.kind == "choice" and self.choice is not None:
+            return self.choice(spec.options)
+        if spec.kind == "grammar" and self.grammar and spec.syntax in self.grammar_syntaxes:
+            assert spec.grammar is not None
+            return self.grammar(spec.grammar)
+        return None
+
+
+def _response_format(schema: dict[str, Any], name: str, _endpoint: Endpoint) -> Fields:
+    # `name` is required by vLLM, SGLang and OpenAI and ignored elsewhere: always sent.
+    return {
+        "response_format": {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
+    }
+
+
+def _strict_response_format(schema: dict[str, Any], name: str, _endpoint: Endpoint) -> Fields:
+    return {
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": name, "schema": strict_schema(schema), "strict": True},
+        }
+    }
+
+
+def _sglang_schema(schema: dict[str, Any], name: str, endpoint: Endpoint) -> Fields:
+    if endpoint == "chat":  # SGLang chat ignores top-level json_schema
+        return _response_format(schema, name, endpoint)
+    return {"json_schema": msgspec.json.encode(schema).decode()}  # a JSON *string* on SGLang
+
+
+_JSON_OBJECT: Fields = {"response_format": {"type": "json_object"}}
+
+
+def _so(key: str) -> Callable[[Any], Fields]:
+    return lambda value: {"structured_outputs": {key: list(value) if key == "choice" else value}}
+
+
+def _top(key: str) -> Callable[[Any], Fields]:
+    return lambda value: {key: list(value) if isinstance(value, tuple) else value}
+
+
+def strict_schema(schema: Any) -> Any:
+    """Rewrite a schema to OpenAI's strict rules: every object closed and every property
+    required (optional ones then simply appear), ``default`` dropped (not allowed there).
+    Objects with open keys (``dict[str, T]``) cannot be expressed and are refused."""
+    if isinstance(schema, list):
+        return [strict_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: strict_schema(v) for k, v in schema.items() if k != "default"}
+    if out.get("type") == "object" or "properties" in out:
+        if "properties" not in out or out.get("additionalProperties") not in (None, False):
+            raise UnsupportedConstraintError(
+                "OpenAI strict mode cannot express an object with arbitrary keys "
+                "(dict[str, T] or additionalProperties); use a Struct with named fields"
+            )
+        out["required"] = list(out["properties"])
+        out["additionalProperties"] = False
+    return out
+
+
+def _dialects(*dialects: Dialect) -> dict[str, Dialect]:
+    return {d.name: d for d in dialects}
+
+
+_GBNF = frozenset({"gbnf"})
+
+DIALECTS: dict[str, Dialect] = _dialects(
+    Dialect(
+        "vllm",
+        schema=lambda s, _n, _e: {"structured_outputs": {"json": s}},
+        any_json={"structured_outputs": {"json_object": True}},
+        regex=_so("regex"),
+        choice=_so("choice"),
+        grammar=_so("grammar"),
+        grammar_syntaxes=frozenset({"gbnf", "lark"}),
+    ),
+    Dialect(
+        "vllm-guided",
+        schema=lambda s, _n, _e: {"guided_json": s},
+        any_json=_JSON_OBJECT,
+        regex=_top("guided_regex"),
+        choice=_top("guided_choice"),
+        grammar=_top("guided_grammar"),
+        grammar_syntaxes=frozenset({"gbnf", "lark"}),
+    ),
+    Dialect(
+        "sglang",
+        schema=_sglang_schema,
+        any_json=_JSON_OBJECT,
+        regex=_top("regex"),
+        choice=lambda options: {"regex": regex_alternation(options)},
+        grammar=_top("ebnf"),
+        grammar_syntaxes=_GBNF,
+    ),
+    Dialect(
+        "llamacpp",
+        # Top level on both endpoints: llama.cpp ignores response_format on /v1/completions.
+        schema=lambda s, _n, _e: {"json_schema": s},
+        choice=lambda options: {"grammar": gbnf_alternation(options)},
+        grammar=_top("grammar"),
+        grammar_syntaxes=_GBNF,
+    ),
+    Dialect(
+        "tgi",
+        schema=lambda s, _n, _e: {"response_format": {"type": "json", "value": s}},
+        regex=lambda p: {"response_format": {"type": "regex", "value": p}},
+        choice=lambda options: {
+            "response_format": {"type": "regex", "value": regex_alternation(options)}
+        },
+        object_root=True,
+        constrained_endpoints=frozenset({"chat"}),
+    ),
+    Dialect("generic", schema=_response_format, any_json=_JSON_OBJECT),
+    Dialect(
+        "ollama",
+        schema=_response_format,
+        any_json=_JSON_OBJECT,
+        constrained_endpoints=frozenset({"chat"}),
+    ),
+    Dialect("lmstudio", schema=_response_format),  # LM Studio answers json_object with 400
+    Dialect(
+        "openai",
+        schema=_strict_response_format,
+        any_json=_JSON_OBJECT,
+        object_root=True,
+    ),
+)
+
+
+def get_dialect(name: str) -> Dialect:
+    try:
+        return DIALECTS[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown dialect {name!r}; expected one of: {', '.join(DIALECTS)}"
+        ) from None

@@ -1,0 +1,156 @@
+"""The wire: msgspec Structs for what OpenAI-compatible servers return.
+
+Only the fields lmclient reads are declared (unknown fields are skipped by msgspec, which is both
+lenient to server extras and faster). Fields that some server sends as ``null`` are optional.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+__all__ = [
+    "ChatCompletion",
+    "ChatLogprobs",
+    "Completion",
+    "CompletionLogprobs",
+    "ModelList",
+    "TokenLogprob",
+    "TopLogprob",
+    "Usage",
+]
+
+
+class Usage(msgspec.Struct, frozen=True):
+    """Token counts as the server reported them (``None`` where it sent none)."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+
+
+class TopLogprob(msgspec.Struct, frozen=True):
+    token: str
+    logprob: float
+
+
+class TokenLogprob(msgspec.Struct, frozen=True):
+    """One generated token with its logprob and, when asked for, the top alternatives."""
+
+    token: str
+    logprob: float
+    top_logprobs: list[TopLogprob] = []
+
+
+class ChatLogprobs(msgspec.Struct):
+    content: list[TokenLogprob] | None = None
+
+
+class CompletionLogprobs(msgspec.Struct):
+    tokens: list[str] = []
+    token_logprobs: list[float | None] = []
+    top_logprobs: list[dict[str, float] | None] | None = None
+
+    def normalized(self) -> list[TokenLogprob]:
+        """The legacy completions shape in the chat shape, so `Response.logprobs` has one type."""
+        tops = self.top_logprobs or []
+        out = []
+        for i, token in enumerate(self.tokens):
+            logprob = self.token_logprobs[i] if i < len(self.token_logprobs) else None
+            top = tops[i] if i < len(tops) else None
+            out.append(
+                TokenLogprob(
+                    token,
+                    float("-inf") if logprob is None else logprob,
+                    [TopLogprob(t, lp) for t, lp in (top or {}).items()],
+                )
+            )
+        return out
+
+
+class Message(msgspec.Struct):
+    role: str | None = None
+    content: str | None = None
+    refusal: str | None = None
+    reasoning: str | None = None  # vLLM >= 0.10
+    reasoning_content: str | None = None  # SGLang, llama.cpp, older vLLM
+
+
+class ChatChoice(msgspec.Struct):
+    index: int = 0
+    message: Message = msgspec.field(default_factory=Message)
+    finish_reason: str | None = None
+    logprobs: ChatLogprobs | None = None
+
+
+class ChatCompletion(msgspec.Struct):
+    choices: list[ChatChoice]
+    id: str | None = None
+    model: str | None = None
+    usage: Usage | None = None
+
+
+class CompletionChoice(msgspec.Struct):
+    index: int = 0
+    text: str | None = None
+    finish_reason: str | None = None
+    logprobs: CompletionLogprobs | None = None
+
+
+class Completion(msgspec.Struct):
+    choices: list[CompletionChoice]
+    id: str | None = None
+    model: str | None = None
+    usage: Usage | None = None
+
+
+class ModelCard(msgspec.Struct):
+    id: str
+
+
+class ModelList(msgspec.Struct):
+    data: list[ModelCard]
+
+
+class ErrorInfo(msgspec.Struct):
+    """The parts of any server's error envelope lmclient reports (see `core.api_error`)."""
+
+    message: str
+    type: str | None = None
+    code: str | int | None = None
+    param: str | None = None
+
+
+def error_info(body: Any) -> ErrorInfo | None:
+    """Read every known envelope: ``{"error": {...}}`` (OpenAI, vLLM ≥ 0.10.1, llama.cpp),
+    ``{"error": "text", "error_type"?}`` (TGI, LM Studio, vLLM 401), flat ``{"message": …}``
+    (SGLang, old vLLM) and FastAPI's ``{"detail": …}``."""
+    if not isinstance(body, dict):
+        return None
+    err = body.get("error")
+    if isinstance(err, dict) and err.get("message") is not None:
+        return _info(err)
+    if isinstance(err, str):
+        return ErrorInfo(err, _str(body.get("error_type")))
+    if body.get("message") is not None:
+        return _info(body)
+    detail = body.get("detail")
+    if detail is not None:
+        text = detail if isinstance(detail, str) else msgspec.json.encode(detail).decode()
+        return ErrorInfo(text)
+    return None
+
+
+def _info(obj: dict[str, Any]) -> ErrorInfo:
+    code = obj.get("code")
+    return ErrorInfo(
+        str(obj["message"]),
+        _str(obj.get("type")),
+        code if isinstance(code, (str, int)) and not isinstance(code, bool) else None,
+        _str(obj.get("param")),
+    )
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None

@@ -1,0 +1,466 @@
+"""Output types: the user's markers, and the translation of any output type into an `OutputSpec`.
+
+An `OutputSpec` says what to constrain (a JSON schema, a regex, a choice, a grammar) and how to
+decode and validate the text the model returns. It depends only on the type, so it is computed
+once per type and cached; dialects then decide how a server is told about it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import re
+import sys
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Generic, Literal, TypeVar
+
+import msgspec
+
+from .errors import ValidationError
+
+__all__ = ["Choice", "Grammar", "JsonSchema", "OutputSpec", "Regex", "compile_output"]
+
+T = TypeVar("T")
+Kind = Literal["text", "json", "any", "regex", "choice", "grammar"]
+Decoder = Callable[[str], Any]
+
+# Regexes for the JSON literals of scalars: a constrained model then emits exactly what
+# `msgspec.json.decode` reads back (JSON encodings, never Python reprs such as `True`).
+_INT_PATTERN = r"-?(0|[1-9][0-9]*)"
+_FLOAT_PATTERN = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?"
+_BOOL_PATTERN = r"(true|false)"
+
+
+@dataclasses.dataclass(frozen=True)
+class Regex:
+    """Output must fully match ``pattern`` (Python `re` syntax, which the servers' engines share
+    for the common subset); the text is returned after a client-side ``re.fullmatch``."""
+
+    pattern: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.pattern, str) or not self.pattern:
+            raise TypeError("Regex(pattern) needs a non-empty str")
+        try:
+            re.compile(self.pattern)
+        except re.error as exc:
+            raise ValueError(f"invalid regex {self.pattern!r}: {exc}") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class Grammar:
+    """Output must follow a context-free grammar. ``syntax="gbnf"`` is the ``root ::= …`` EBNF
+    read by llama.cpp, xgrammar, SGLang and vLLM; ``"lark"`` is read by vLLM only."""
+
+    text: str
+    syntax: Literal["gbnf", "lark"] = "gbnf"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str) or not self.text.strip():
+            raise TypeError("Grammar(text) needs a non-empty str")
+        if self.syntax not in ("gbnf", "lark"):
+            raise ValueError(f"Grammar syntax must be 'gbnf' or 'lark', not {self.syntax!r}")
+
+    @classmethod
+    def from_choices(cls, options: Sequence[str]) -> Grammar:
+        """A GBNF grammar accepting exactly one of ``options`` (exact: every option is quoted)."""
+        return cls(gbnf_alternation(_check_options(options)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """Output must be exactly one of ``options``; returns the chosen string."""
+
+    options: tuple[str, ...]
+
+    def __init__(self, options: Sequence[str]) -> None:
+        object.__setattr__(self, "options", _check_options(options))
+
+
+class JsonSchema:
+    """Output must be JSON valid against ``schema``; decoded into ``type`` when given, else into
+    plain JSON values checked against the schema on the client (see `lmclient._jsonschema`)."""
+
+    __slots__ = ("_spec", "schema", "type")
+
+    def __init__(self, schema: Mapping[str, Any], type: Any = None) -> None:
+        if not isinstance(schema, Mapping):
+            raise TypeError("JsonSchema(schema) needs a mapping")
+        self.schema: dict[str, Any] = dict(schema)
+        self.type = type
+        self._spec: OutputSpec[Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"JsonSchema({self.schema!r}{'' if self.type is None else f', type={self.type!r}'})"
+
+
+def _check_options(options: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(options, str) or not isinstance(options, Sequence):
+        raise TypeError("choices must be a sequence of str")
+    opts = tuple(options)
+    if not opts or not all(isinstance(o, str) for o in opts):
+        raise TypeError("choices must be a non-empty sequence of str")
+    if len(set(opts)) != len(opts):
+        raise ValueError(f"choices must be distinct, got {opts!r}")
+    return opts
+
+
+def gbnf_alternation(options: Sequence[str]) -> str:
+    """``root ::= "a" | "b"`` with GBNF string escapes."""
+    return "root ::= " + " | ".join(_gbnf_literal(o) for o in options)
+
+
+_GBNF_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_REGEX_SPECIALS = frozenset("\\.^$*+?()[]{}|")
+
+
+def _gbnf_literal(text: str) -> str:
+    return '"' + "".join(_GBNF_ESCAPES.get(c, c) for c in text) + '"'
+
+
+def regex_alternation(options: Sequence[str]) -> str:
+    """``(?:a|b)`` escaping only regex metacharacters (``re.escape`` also escapes spaces, which
+    not every server's regex engine reads back the same way)."""
+    escaped = ("".join("\\" + c if c in _REGEX_SPECIALS else c for c in o) for o in options)
+    return "(?:" + "|".join(escaped) + ")"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class OutputSpec(Generic[T]):
+    """What one output type needs: its constraint in native form, its JSON-schema form for servers
+    without that native field, and a decoder for each form. Identity-hashed: specs are cached."""
+
+    output_type: Any
+    kind: Kind
+    name: str
+    decode: Callable[[str], T]
+    schema: dict[str, Any] | None = None
+    decode_json: Callable[[str | bytes], T] | None = None
+    pattern: str | None = None
+    options: tuple[str, ...] = ()
+    grammar: str | None = None
+    syntax: str = "gbnf"
+    element_type: Any = None  # for JSON-array outputs: the type of one element (streaming items)
+    plans: dict[tuple[str, str], Any] = dataclasses.field(default_factory=dict, repr=False)
+
+    @functools.cached_property
+    def root_is_object(self) -> bool:
+        return self.schema is not None and self.schema.get("type") == "object"
+
+    @functools.cached_property
+    def wrapped(self) -> tuple[dict[str, Any], Callable[[str], T]]:
+        """The schema as ``{"value": …}`` with its decoder, for servers that need object roots."""
+        assert self.schema is not None and self.decode_json is not None
+        inner = dict(self.schema)
+        defs = inner.pop("$defs", None)
+        schema: dict[str, Any] = {
+            "type": "object",
+            "properties": {"value": inner},
+            "required": ["value"],
+            "additionalProperties": False,
+        }
+        if defs:
+            schema["$defs"] = defs
+        decode_json = self.decode_json
+        output_type = self.output_type
+        wrapper = msgspec.json.Decoder(_Wrapped)
+
+        def decode(text: str) -> T:
+            try:
+                raw = wrapper.decode(text).value
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                raise ValidationError(str(exc), text=text, output_type=output_type) from None
+            return decode_json(bytes(raw))
+
+        return schema, decode
+
+
+class _Wrapped(msgspec.Struct):
+    value: msgspec.Raw
+
+
+def compile_output(output_type: Any) -> OutputSpec[Any]:
+    """The (cached) spec of an output type; raises TypeError for a type lmclient cannot use."""
+    if isinstance(output_type, JsonSchema):
+        if output_type._spec is None:
+            output_type._spec = _json_schema_spec(output_type)
+        return output_type._spec
+    try:
+        return _compile_cached(output_type)
+    except TypeError as exc:
+        if "unhashable" in str(exc):
+            return _compile(output_type)
+        raise
+
+
+@functools.lru_cache(maxsize=1024)
+def _compile_cached(output_type: Any) -> OutputSpec[Any]:
+    return _compile(output_type)
+
+
+def _compile(tp: Any) -> OutputSpec[Any]:
+    if tp is str:
+        return OutputSpec(tp, "text", "text", decode=_identity)
+    if tp is typing.Any:
+        return OutputSpec(
+            tp, "any", "output", decode=_plain_json(tp), schema={}, decode_json=_plain_json(tp)
+        )
+    if isinstance(tp, Regex):
+        return _regex_spec(tp)
+    if isinstance(tp, Grammar):
+        return OutputSpec(
+            tp, "grammar", "grammar", decode=_identity, grammar=tp.text, syntax=tp.syntax
+        )
+    if isinstance(tp, Choice):
+        return _choice_spec(tp, {o: o for o in tp.options})
+    if tp is bool or tp is int or tp is float:
+        return _scalar_spec(tp)
+    if typing.get_origin(tp) is Literal:
+        values = typing.get_args(tp)
+        if values and all(isinstance(v, str) for v in values):
+            return _choice_spec(tp, {v: v for v in values})
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        members = list(tp)
+        if members and all(isinstance(m.value, str) for m in members):
+            return _choice_spec(tp, {m.value: m for m in members})
+    if _is_pydantic_model(tp):
+        return _pydantic_spec(tp)
+    return _msgspec_spec(tp)
+
+
+def _identity(text: str) -> str:
+    return text
+
+
+def _type_name(tp: Any) -> str:
+    name = getattr(tp, "__name__", "") if isinstance(tp, type) else ""
+    cleaned = re.sub(r"[^a-zA-Z0-9_-]", "_", name)[:64]
+    return cleaned or "output"
+
+
+def _validation_error(exc: Exception, text: str | bytes, tp: Any) -> ValidationError:
+    shown = text if isinstance(text, str) else text.decode("utf-8", "replace")
+    return ValidationError(str(exc), text=shown, output_type=tp)
+
+
+def _msgspec_decoder(tp: Any, reported: Any = None) -> Callable[[str | bytes], Any]:
+    """A decoder into ``tp``; errors name ``reported`` (the user's output type) when given."""
+    decoder = msgspec.json.Decoder(tp)
+    shown = tp if reported is None else reported
+
+    def decode(text: str | bytes) -> Any:
+        try:
+            return decoder.decode(text)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise _validation_error(exc, text, shown) from None
+
+    return decode
+
+
+def _plain_json(tp: Any) -> Callable[[str | bytes], Any]:
+    return _msgspec_decoder(Any, reported=tp)
+
+
+def _scalar_spec(tp: type) -> OutputSpec[Any]:
+    pattern = {bool: _BOOL_PATTERN, int: _INT_PATTERN, float: _FLOAT_PATTERN}[tp]
+    schema = {bool: {"type": "boolean"}, int: {"type": "integer"}, float: {"type": "number"}}[tp]
+    decode = _msgspec_decoder(tp)
+    return OutputSpec(
+        tp, "regex", tp.__name__, decode=decode, schema=schema, decode_json=decode, pattern=pattern
+    )
+
+
+def _regex_spec(marker: Regex) -> OutputSpec[str]:
+    compiled = re.compile(marker.pattern)
+    json_string = msgspec.json.Decoder(str)
+
+    def decode(text: str) -> str:
+        if compiled.fullmatch(text) is None:
+            raise ValidationError(
+                f"does not fully match /{marker.pattern}/", text=text, output_type=marker
+            )
+        return text
+
+    def decode_json(text: str | bytes) -> str:
+        try:
+            value = json_string.decode(text)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise _validation_error(exc, text, marker) from None
+        return decode(value)
+
+    return OutputSpec(
+        marker,
+        "regex",
+        "regex",
+        decode=decode,
+        schema={"type": "string", "pattern": marker.pattern},
+        decode_json=decode_json,
+        pattern=marker.pattern,
+    )
+
+
+def _choice_spec(tp: Any, mapping: dict[str, Any]) -> OutputSpec[Any]:
+    options = tuple(mapping)
+    json_string = msgspec.json.Decoder(str)
+
+    def decode(text: str) -> Any:
+        try:
+            return mapping[text]
+        except KeyError:
+            raise ValidationError(
+                f"expected one of {list(options)!r}", text=text, output_type=tp
+            ) from None
+
+    def decode_json(text: str | bytes) -> Any:
+        try:
+            value = json_string.decode(text)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise _validation_error(exc, text, tp) from None
+        return decode(value)
+
+    return OutputSpec(
+        tp,
+        "choice",
+        _type_name(tp) if isinstance(tp, type) else "choice",
+        decode=decode,
+        schema={"type": "string", "enum": list(options)},
+        decode_json=decode_json,
+        options=options,
+    )
+
+
+def _msgspec_spec(tp: Any) -> OutputSpec[Any]:
+    try:
+        schema = msgspec.json.schema(tp)
+        decode = _msgspec_decoder(tp)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"lmclient cannot use {tp!r} as an output type: {exc}") from None
+    _refine_strings(msgspec.inspect.type_info(tp), schema, schema.get("$defs", {}), set())
+    return OutputSpec(
+        tp,
+        "json",
+        _type_name(tp),
+        decode=decode,
+        schema=inline_root_ref(schema),
+        decode_json=decode,
+        element_type=_array_element_type(tp),
+    )
+
+
+_DECIMAL_PATTERN = r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?$"
+
+
+def _refine_strings(info: Any, node: dict[str, Any], defs: dict[str, Any], seen: set[str]) -> None:
+    """Give string-encoded values a ``format``/``pattern``: msgspec describes a plain `datetime`,
+    `time` or `Decimal` as any string, which leaves a constrained model free to write garbage."""
+    mi = msgspec.inspect
+    ref = node.get("$ref")
+    if isinstance(ref, str):
+        name = ref.rsplit("/", 1)[-1]
+        if name in seen or name not in defs:
+            return
+        seen.add(name)
+        node = defs[name]
+    if isinstance(info, mi.Metadata):
+        _refine_strings(info.type, node, defs, seen)
+    elif isinstance(info, mi.DateTimeType) and info.tz is None:
+        node.setdefault("format", "date-time")
+    elif isinstance(info, mi.TimeType) and info.tz is None:
+        node.setdefault("format", "time")
+    elif isinstance(info, mi.DecimalType) and node.get("type") == "string":
+        node.pop("format", None)  # "decimal" is msgspec's own name; engines may reject it
+        node.setdefault("pattern", _DECIMAL_PATTERN)
+    elif isinstance(info, (mi.StructType, mi.DataclassType, mi.TypedDictType)):
+        props = node.get("properties", {})
+        for field in info.fields:
+            if field.encode_name in props:
+                _refine_strings(field.type, props[field.encode_name], defs, seen)
+    elif isinstance(info, (mi.ListType, mi.SetType, mi.FrozenSetType, mi.VarTupleType)):
+        if isinstance(node.get("items"), dict):
+            _refine_strings(info.item_type, node["items"], defs, seen)
+    elif isinstance(info, mi.DictType) and isinstance(node.get("additionalProperties"), dict):
+        _refine_strings(info.value_type, node["additionalProperties"], defs, seen)
+    elif isinstance(info, mi.UnionType) and "anyOf" in node:
+        non_null = [t for t in info.types if not isinstance(t, mi.NoneType)]
+        branches = [b for b in node["anyOf"] if b.get("type") != "null"]
+        if len(non_null) == 1 and len(branches) == 1:  # Optional[T]: the one pairing is certain
+            _refine_strings(non_null[0], branches[0], defs, seen)
+
+
+def _array_element_type(tp: Any) -> Any:
+    """The element type of ``list[T]``, ``tuple[T, ...]``, ``set[T]`` (streamed item by item)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (list, set, frozenset) and len(args) == 1:
+        return args[0]
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return args[0]
+    return None
+
+
+def inline_root_ref(schema: dict[str, Any]) -> dict[str, Any]:
+    """Replace a root ``{"$ref": "#/$defs/X"}`` by X itself: strict hosts and TGI want the root to
+    be an object with ``properties``; other definitions stay under ``$defs``."""
+    ref = schema.get("$ref")
+    defs = schema.get("$defs")
+    if not isinstance(ref, str) or not isinstance(defs, dict) or not ref.startswith("#/$defs/"):
+        return schema
+    root = dict(defs[ref[len("#/$defs/") :]])
+    if '"$ref"' in msgspec.json.encode(defs).decode():
+        root["$defs"] = defs
+    return root
+
+
+def _json_schema_spec(marker: JsonSchema) -> OutputSpec[Any]:
+    from ._jsonschema import SchemaDefinitionError, SchemaError, compile_schema
+
+    if marker.type is not None:
+        decode = _msgspec_decoder(marker.type, reported=marker)
+    else:
+        try:
+            check = compile_schema(marker.schema)
+        except SchemaDefinitionError as exc:
+            raise ValueError(f"invalid JSON schema: {exc}") from None
+        plain = _plain_json(marker)
+
+        def decode(text: str | bytes) -> Any:
+            value = plain(text)
+            try:
+                check(value)
+            except SchemaError as exc:
+                raise _validation_error(exc, text, marker) from None
+            return value
+
+    return OutputSpec(
+        marker,
+        "json",
+        re.sub(r"[^a-zA-Z0-9_-]", "_", str(marker.schema.get("title", "output")))[:64],
+        decode=decode,
+        schema=marker.schema,
+        decode_json=decode,
+    )
+
+
+def _is_pydantic_model(tp: Any) -> bool:
+    pydantic = sys.modules.get("pydantic")  # never imported by lmclient: only if the user has it
+    return pydantic is not None and isinstance(tp, type) and issubclass(tp, pydantic.BaseModel)
+
+
+def _pydantic_spec(tp: Any) -> OutputSpec[Any]:
+    pydantic = sys.modules["pydantic"]
+
+    def decode(text: str | bytes) -> Any:
+        try:
+            return tp.model_validate_json(text)
+        except pydantic.ValidationError as exc:
+            raise _validation_error(exc, text, tp) from None
+
+    return OutputSpec(
+        tp,
+        "json",
+        _type_name(tp),
+        decode=decode,
+        schema=inline_root_ref(tp.model_json_schema(ref_template="#/$defs/{model}")),
+        decode_json=decode,
+    )

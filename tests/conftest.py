@@ -1,0 +1,66 @@
+"""Shared fixtures: reference wire examples and response-body builders."""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import pytest
+
+REFERENCE = pathlib.Path(__file__).resolve().parents[2] / "shared" / "reference"
+EXAMPLES = REFERENCE / "examples"
+LLAMACPP_LIVE = REFERENCE / "llamacpp-live"
+
+
+def _find_reference() -> pathlib.Path:
+    """shared/ sits beside the clone in CI and beside the work tree here."""
+    for parent in pathlib.Path(__file__).resolve().parents:
+        candidate = parent / "shared" / "reference"
+        if candidate.is_dir():
+            return candidate
+    return REFERENCE
+
+
+@pytest.fixture(scope="session")
+def reference() -> pathlib.Path:
+    path = _find_reference()
+    assert path.is_dir(), f"shared/reference not found near {__file__}"
+    return path
+
+
+def chat_body(
+    content: str | None,
+    *,
+    finish_reason: str | None = "stop",
+    n: int = 1,
+    **message: Any,
+) -> dict[str, Any]:
+    """A vLLM-shaped chat completion body."""
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "choices": [
+            {
+                "index": i,
+                "message": {"role": "assistant", "content": content, **message},
+                "logprobs": None,
+                "finish_reason": finish_reason,
+            }
+            for i in range(n)
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8},
+    }
+
+
+def completion_body(text: str, *, finish_reason: str | None = "stop") -> dict[str, Any]:
+    """A vLLM-shaped text completion body."""
+    return {
+        "id": "cmpl-1",
+        "object": "text_completion",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8},
+    }

@@ -1,0 +1,330 @@
+"""The sans-I/O core without sockets: error envelopes, response decoding, retry decisions."""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import time
+from typing import Any
+
+import msgspec
+import pytest
+
+import lmclient
+from lmclient import core, errors
+from lmclient.params import CallParams, CreateParams
+from tests.conftest import EXAMPLES, LLAMACPP_LIVE, chat_body, completion_body
+
+
+def make_core(**kw: Any) -> core.ClientCore:
+    args: dict[str, Any] = {
+        "api_key": None,
+        "dialect": "vllm",
+        "timeout": None,
+        "deadline": None,
+        "max_retries": 2,
+        "max_response_bytes": core.DEFAULT_MAX_RESPONSE_BYTES,
+        "headers": None,
+        "defaults": None,
+    }
+    args.update(kw)
+    return core.ClientCore("http://h/v1", "m", **args)
+
+
+def call(output_type: Any = str, endpoint: Any = "chat", **params: Any) -> core.Call:
+    return make_core().prepare("create", "Q", output_type, endpoint, params)
+
+
+def finish(c: core.Call, body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Any:
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return c.finish(status, headers or {}, raw)
+
+
+# -- error envelopes ----------------------------------------------------------------------
+
+ENVELOPES = [
+    ("vllm_error_nested_0.10.1_plus.json", 400, errors.BadRequestError, "maximum context length"),
+    ("vllm_error_flat_pre_0.10.1.json", 400, errors.BadRequestError, "maximum context length"),
+    ("llamacpp_error_auth.json", 401, errors.AuthenticationError, "Invalid API Key"),
+    ("llamacpp_error_invalid_grammar.json", 400, errors.BadRequestError, "Failed to parse grammar"),
+    ("llamacpp_health_loading_503.json", 503, errors.ServerError, "Loading model"),
+    ("lmstudio_error_json_object.json", 400, errors.BadRequestError, "must be 'json_schema'"),
+    ("openai_error_invalid_schema.json", 400, errors.BadRequestError, "additionalProperties"),
+    ("openai_error_unknown_parameter.json", 400, errors.BadRequestError, "Unknown parameter"),
+]
+
+
+@pytest.mark.parametrize(("name", "status", "cls", "message"), ENVELOPES)
+def test_reference_error_envelopes(name: str, status: int, cls: type, message: str) -> None:
+    body = (EXAMPLES / name).read_bytes()
+    exc = core.api_error(status, {}, body)
+    assert type(exc) is cls
+    assert message in exc.message
+    assert exc.status_code == status
+    assert exc.body == json.loads(body)
+
+
+def test_openai_envelope_fields() -> None:
+    exc = core.api_error(400, {"x-request-id": "req-1"}, (EXAMPLES / "openai_error_unknown_parameter.json").read_bytes())
+    assert (exc.type, exc.code, exc.param, exc.request_id) == (
+        "invalid_request_error",
+        "unknown_parameter",
+        "response_format.schema",
+        "req-1",
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "cls", "message"),
+    [
+        (401, {"error": "Unauthorized"}, errors.AuthenticationError, "Unauthorized"),  # vLLM --api-key
+        (422, {"error": "Input validation error", "error_type": "validation"}, errors.BadRequestError, "Input validation"),  # TGI
+        (424, {"error": "Request failed during generation", "error_type": "generation"}, errors.ServerError, "during generation"),  # TGI
+        (429, {"error": "Model is overloaded", "error_type": "overloaded"}, errors.RateLimitError, "overloaded"),  # TGI
+        (400, {"object": "error", "message": "bad", "type": "BadRequestError", "param": None, "code": 400}, errors.BadRequestError, "bad"),  # SGLang
+        (404, {"error": {"message": "The model `x` does not exist.", "type": "NotFoundError", "param": "model", "code": 404}}, errors.NotFoundError, "does not exist"),
+        (403, {"error": {"code": 403, "message": "nope", "type": "permission_error"}}, errors.PermissionDeniedError, "nope"),
+        (422, {"detail": [{"loc": ["body", "model"], "msg": "field required"}]}, errors.BadRequestError, "field required"),  # FastAPI
+        (500, {"detail": "Internal Server Error"}, errors.ServerError, "Internal Server Error"),
+        (501, {"error": {"message": "chat not supported", "type": "NotImplementedError", "code": 501}}, errors.ServerError, "chat not supported"),
+        (418, {"unexpected": True}, errors.APIError, "HTTP 418"),
+    ],
+)
+def test_every_server_envelope(status: int, body: Any, cls: type, message: str) -> None:
+    exc = core.api_error(status, {}, json.dumps(body).encode())
+    assert type(exc) is cls
+    assert message in exc.message
+
+
+def test_non_json_error_body_keeps_the_text() -> None:
+    exc = core.api_error(502, {}, b"<html>Bad Gateway</html>")
+    assert isinstance(exc, errors.ServerError)
+    assert "Bad Gateway" in exc.message
+    assert exc.body == "<html>Bad Gateway</html>"
+
+
+def test_error_status_from_finish() -> None:
+    with pytest.raises(errors.NotFoundError):
+        finish(call(), {"error": {"message": "no"}}, status=404)
+
+
+# -- success bodies -----------------------------------------------------------------------
+
+
+def test_truncated_output_raises_truncated_error_with_text_and_usage() -> None:
+    with pytest.raises(errors.TruncatedError) as info:
+        finish(call(int), chat_body('{"a": ', finish_reason="length"))
+    assert info.value.text == '{"a": '
+    assert info.value.usage == lmclient.Usage(3, 5, 8)
+    assert isinstance(info.value, errors.ValidationError)
+
+
+def test_truncated_free_text_is_returned() -> None:
+    response = finish(call(str), chat_body("Once upon", finish_reason="length"))
+    assert response.value == "Once upon" and response.finish_reason == "length"
+
+
+def test_invalid_output_raises_validation_error_with_path() -> None:
+    class Person(msgspec.Struct):
+        name: str
+        age: int
+
+    with pytest.raises(errors.ValidationError) as info:
+        finish(call(Person), chat_body('{"name": "A", "age": "x"}'))
+    exc = info.value
+    assert exc.text == '{"name": "A", "age": "x"}'
+    assert exc.output_type is Person
+    assert "$.age" in exc.detail
+    assert exc.attempts == [exc.text]
+
+
+@pytest.mark.parametrize(
+    ("output_type", "text"),
+    [(int, "4.5"), (bool, "True"), (lmclient.Regex(r"\d+"), "12a"), (lmclient.Choice(["a"]), "b")],
+)
+def test_scalars_and_markers_fail_closed(output_type: Any, text: str) -> None:
+    with pytest.raises(errors.ValidationError):
+        finish(call(output_type), chat_body(text))
+
+
+def test_refusal_raises_refusal_error() -> None:
+    with pytest.raises(errors.RefusalError) as info:
+        finish(call(int), chat_body(None, refusal="I can't help with that."))
+    assert info.value.refusal == "I can't help with that."
+
+
+def test_content_filter_raises_refusal_error() -> None:
+    with pytest.raises(errors.RefusalError):
+        finish(call(), chat_body("", finish_reason="content_filter"))
+
+
+def test_sglang_abort_is_a_server_error() -> None:
+    with pytest.raises(errors.ServerError):
+        finish(call(), chat_body("", finish_reason="abort"))
+
+
+def test_empty_content_with_reasoning_says_why() -> None:
+    with pytest.raises(errors.ValidationError, match="reasoning"):
+        finish(call(int), chat_body(None, reasoning_content="Let me think", finish_reason="stop"))
+
+
+def test_reasoning_is_carried_and_content_decoded() -> None:
+    response = finish(call(int), chat_body("3", reasoning="1+2"))
+    assert (response.value, response.reasoning) == (3, "1+2")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"not json", b"{}", b'{"choices": []}', b'{"choices": [{"message": 3}]}', b"\xff\xfe"],
+)
+def test_bad_bodies_raise_protocol_error_with_the_bytes(body: bytes) -> None:
+    with pytest.raises(errors.ProtocolError) as info:
+        finish(call(), body)
+    assert info.value.body == body or "no choices" in str(info.value)
+
+
+def test_completion_logprobs_are_normalised() -> None:
+    body = completion_body("ab")
+    body["choices"][0]["logprobs"] = {
+        "tokens": ["a", "b"],
+        "token_logprobs": [-0.5, None],
+        "top_logprobs": [{"a": -0.5, "c": -1.0}, None],
+    }
+    response = finish(call(endpoint="completions"), body)
+    assert response.logprobs == [
+        lmclient.TokenLogprob("a", -0.5, [lmclient.TopLogprob("a", -0.5), lmclient.TopLogprob("c", -1.0)]),
+        lmclient.TokenLogprob("b", float("-inf"), []),
+    ]
+
+
+def test_tgi_fixture_decodes(reference: Any) -> None:
+    body = (EXAMPLES / "tgi_chat_completion_json_schema.json").read_bytes()
+    response = call(lmclient.JsonSchema({"type": "object"})).finish(200, {}, body)
+    assert response.value["numCats"] == 2
+    assert response.id == ""
+
+
+def test_llamacpp_live_recordings_decode() -> None:
+    """Every recorded 200 chat/completions body from the real llama.cpp server decodes."""
+    decoded = 0
+    for meta in sorted(LLAMACPP_LIVE.glob("*.meta.txt")):
+        name = meta.name.removesuffix(".meta.txt")
+        body_path = LLAMACPP_LIVE / f"{name}.response.json"
+        request_path = LLAMACPP_LIVE / f"{name}.request.json"
+        text = meta.read_text()
+        if not body_path.exists() or not request_path.exists() or "200" not in text:
+            continue
+        request = json.loads(request_path.read_text())
+        if request.get("stream") or ("messages" not in request and "prompt" not in request):
+            continue
+        endpoint = "chat" if "messages" in request else "completions"
+        body = json.loads(body_path.read_text())
+        if "choices" not in body:
+            continue
+        c = make_core().prepare("create", "Q" if endpoint == "completions" else "Q", str, endpoint, {})
+        response = c.finish(200, {}, body_path.read_bytes())
+        assert isinstance(response.value, str)
+        decoded += 1
+    assert decoded >= 5
+
+
+def test_models_list_decodes() -> None:
+    c = make_core().models_call()
+    response = c.finish(200, {}, (EXAMPLES / "llamacpp_v1_models.json").read_bytes())
+    assert response.value == ["../models/Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf"]
+
+
+# -- retry decisions ----------------------------------------------------------------------
+
+
+def _api(status: int, headers: dict[str, str] | None = None) -> errors.APIError:
+    return core.api_error(status, headers or {}, b"{}")
+
+
+@pytest.mark.parametrize("status", sorted(core.RETRY_STATUSES))
+def test_retryable_statuses_back_off_exponentially(status: int) -> None:
+    c = call(max_retries=3)
+    delays = [c.backoff(_api(status)) for _ in range(3)]
+    for n, delay in enumerate(delays):
+        assert 0.75 * 0.5 * 2**n <= delay <= 0.5 * 2**n
+    with pytest.raises(errors.APIError):
+        c.backoff(_api(status))  # retries exhausted: the error itself
+    assert c.retries == 3
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 422, 501])
+def test_client_errors_are_not_retried(status: int) -> None:
+    exc = _api(status)
+    with pytest.raises(errors.APIError) as info:
+        call().backoff(exc)
+    assert info.value is exc
+
+
+def test_validation_errors_are_not_retried_by_transport_layer() -> None:
+    exc = errors.ValidationError("x", text="", output_type=int)
+    with pytest.raises(errors.ValidationError):
+        call().backoff(exc)
+
+
+def test_connection_errors_are_retried() -> None:
+    assert call().backoff(errors.APIConnectionError("reset")) <= 0.5
+    assert call().backoff(errors.APITimeoutError("slow")) <= 0.5
+
+
+def test_backoff_is_capped_at_8_seconds() -> None:
+    c = call(max_retries=10)
+    delays = [c.backoff(_api(503)) for _ in range(10)]
+    assert max(delays) <= 8.0 and delays[-1] >= 6.0
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({"retry-after-ms": "1500"}, 1.5),
+        ({"retry-after": "3"}, 3.0),
+        ({"retry-after-ms": "250", "retry-after": "9"}, 0.25),
+        ({"retry-after": "soon"}, None),
+        ({}, None),
+    ],
+)
+def test_retry_after_headers(headers: dict[str, str], expected: float | None) -> None:
+    assert core.retry_after(headers) == expected
+
+
+def test_retry_after_http_date() -> None:
+    when = email.utils.formatdate(time.time() + 30, usegmt=True)
+    delay = core.retry_after({"retry-after": when})
+    assert delay is not None and 25 <= delay <= 31
+
+
+def test_server_asked_delay_is_used_and_too_long_is_refused() -> None:
+    assert call().backoff(_api(429, {"retry-after": "2"})) == 2.0
+    long_wait = _api(429, {"retry-after": "3600"})
+    assert isinstance(long_wait, errors.RateLimitError) and long_wait.retry_after == 3600
+    with pytest.raises(errors.RateLimitError):
+        call().backoff(long_wait)
+
+
+def test_x_should_retry_overrides_the_status() -> None:
+    with pytest.raises(errors.ServerError):
+        call().backoff(_api(503, {"x-should-retry": "false"}))
+    assert call().backoff(_api(400, {"x-should-retry": "true"})) > 0
+
+
+def test_deadline_stops_retries_that_would_outlive_it() -> None:
+    c = call(deadline=0.2)
+    exc = _api(503, {"retry-after": "1"})
+    with pytest.raises(errors.ServerError):
+        c.backoff(exc)
+
+
+def test_timeouts_shrink_to_the_deadline() -> None:
+    c = call(deadline=2.0)
+    t = c.timeouts()
+    assert t.read <= 2.0 and t.connect <= 2.0
+    assert call().timeouts() == core.Timeouts(5.0, 600.0, 600.0, 600.0)
+    assert call(timeout=3).timeouts() == core.Timeouts(3.0, 3.0, 3.0, 3.0)
+
+
+def test_call_params_typeddict_matches_the_runtime_table() -> None:
+    assert set(CreateParams.__annotations__) | set(CallParams.__annotations__) == set(core.PARAMS)
