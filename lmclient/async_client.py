@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 import httpx
 
 from . import errors
-from .core import DEFAULT_MAX_RESPONSE_BYTES, Call, ClientCore
+from .core import DEFAULT_MAX_RESPONSE_BYTES, Call, ClientCore, StreamState, api_error
 from .dialects import Endpoint
 from .params import Prompt, env_api_key, env_base_url
 from .response import Response
+from .stream import AsyncOpened, AsyncStream
 from .transports import AsyncTransport
 from .types import Choice, Grammar, Regex
 
@@ -152,6 +153,50 @@ class AsyncClient:
         """The full `Response`: every choice's value and text, usage, finish reasons, raw body."""
         return await self._create("create", prompt, output_type, endpoint, params)
 
+    @overload
+    def stream(
+        self,
+        prompt: Prompt,
+        *,
+        endpoint: Endpoint = ...,
+        **params: Unpack[CallParams],
+    ) -> AsyncStream[str]: ...
+    @overload
+    def stream(
+        self,
+        prompt: Prompt,
+        output_type: type[T],
+        *,
+        endpoint: Endpoint = ...,
+        **params: Unpack[CallParams],
+    ) -> AsyncStream[T]: ...
+    @overload
+    def stream(
+        self,
+        prompt: Prompt,
+        output_type: Regex | Grammar | Choice,
+        *,
+        endpoint: Endpoint = ...,
+        **params: Unpack[CallParams],
+    ) -> AsyncStream[str]: ...
+    @overload
+    def stream(
+        self,
+        prompt: Prompt,
+        output_type: Any,
+        *,
+        endpoint: Endpoint = ...,
+        **params: Unpack[CallParams],
+    ) -> AsyncStream[Any]: ...
+    def stream(
+        self, prompt: Prompt, output_type: Any = str, *, endpoint: Endpoint = "chat", **params: Any
+    ) -> AsyncStream[Any]:
+        """Stream the answer: iterate for text deltas, ``items()`` for array elements as they
+        close, ``await aread()`` for the validated whole. Nothing is sent before the stream
+        is entered or iterated; bad input raises here."""
+        call = self._core.prepare("stream", prompt, output_type, endpoint, params, stream=True)
+        return AsyncStream(lambda: self._open(call), StreamState(call))
+
     async def models(self) -> list[str]:
         """The ids of the models the server serves (``GET /v1/models``)."""
         value: list[str] = (await self._send(self._core.models_call())).value
@@ -167,12 +212,18 @@ class AsyncClient:
         endpoint: Endpoint,
         params: dict[str, Any],
     ) -> Response[Any]:
-        if self._core.model is None:
-            self._core.prepare(where, prompt, output_type, endpoint, params)  # fail before I/O
+        call = self._core.prepare(where, prompt, output_type, endpoint, params)
+        await self._bind_model(call)
+        return await self._send(call)
+
+    async def _bind_model(self, call: Call) -> None:
+        """``model=None``: ask the server once which model it serves (after input was checked)."""
+        if call.needs_model:
             async with self._model_lock:
-                if self._core.model is None:
-                    self._core.adopt_model(await self._send(self._core.models_call()))
-        return await self._send(self._core.prepare(where, prompt, output_type, endpoint, params))
+                model = self._core.model or self._core.adopt_model(
+                    await self._send(self._core.models_call())
+                )
+            call.bind_model(model)
 
     async def _send(self, call: Call) -> Response[Any]:
         while True:
@@ -181,6 +232,25 @@ class AsyncClient:
                     call.request, call.timeouts(), call.max_response_bytes, call.deadline_at
                 )
                 return call.finish(raw.status, raw.headers, raw.body)
+            except errors.LMClientError as exc:
+                delay = call.backoff(exc)
+            await asyncio.sleep(delay)
+
+    async def _open(self, call: Call) -> AsyncOpened:
+        """Open a stream, retrying while nothing has been yielded yet."""
+        await self._bind_model(call)
+        while True:
+            try:
+                response, chunks = await self._transport.stream(
+                    call.request, call.timeouts(), call.max_response_bytes, call.deadline_at
+                )
+                if response.status_code < 300:
+                    return response, chunks
+                try:
+                    body = b"".join([c async for c in chunks])
+                finally:
+                    await response.aclose()
+                raise api_error(response.status_code, response.headers, body)
             except errors.LMClientError as exc:
                 delay = call.backoff(exc)
             await asyncio.sleep(delay)

@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 import httpx
 
 from . import errors
-from .core import DEFAULT_MAX_RESPONSE_BYTES, Call, ClientCore
+from .core import DEFAULT_MAX_RESPONSE_BYTES, Call, ClientCore, StreamState, api_error
 from .dialects import Endpoint
 from .params import Prompt, env_api_key, env_base_url
 from .response import Response
+from .stream import Opened, Stream
 from .transports import SyncTransport
 from .types import Choice, Grammar, Regex
 
@@ -143,6 +144,50 @@ class Client:
         """The full `Response`: every choice's value and text, usage, finish reasons, raw body."""
         return self._create("create", prompt, output_type, endpoint, params)
 
+    @overload
+    def stream(
+        self,
+        prompt: Prompt,
+        *,
+        endpoint: Endpoint = ...,
+        **params: Unpack[CallParams],
+    ) -> Stream[str]: ...
+    @overload
+    def stream(
+        self,
+        prompt: Prompt,
+        output_type: type[T],
+        *,
+        endpoint: Endpoint = ...,
+        **params: Unpack[CallParams],
+    ) -> Stream[T]: ...
+    @overload
+    def stream(
+        self,
+        prompt: Prompt,
+        output_type: Regex | Grammar | Choice,
+        *,
+        endpoint: Endpoint = ...,
+        **params: Unpack[CallParams],
+    ) -> Stream[str]: ...
+    @overload
+    def stream(
+        self,
+        prompt: Prompt,
+        output_type: Any,
+        *,
+        endpoint: Endpoint = ...,
+        **params: Unpack[CallParams],
+    ) -> Stream[Any]: ...
+    def stream(
+        self, prompt: Prompt, output_type: Any = str, *, endpoint: Endpoint = "chat", **params: Any
+    ) -> Stream[Any]:
+        """Stream the answer: iterate for text deltas, ``items()`` for array elements as they
+        close, ``value`` for the validated whole. Nothing is sent before the stream
+        is entered or iterated; bad input raises here."""
+        call = self._core.prepare("stream", prompt, output_type, endpoint, params, stream=True)
+        return Stream(lambda: self._open(call), StreamState(call))
+
     def models(self) -> list[str]:
         """The ids of the models the server serves (``GET /v1/models``)."""
         value: list[str] = self._send(self._core.models_call()).value
@@ -158,12 +203,18 @@ class Client:
         endpoint: Endpoint,
         params: dict[str, Any],
     ) -> Response[Any]:
-        if self._core.model is None:
-            self._core.prepare(where, prompt, output_type, endpoint, params)  # fail before I/O
+        call = self._core.prepare(where, prompt, output_type, endpoint, params)
+        self._bind_model(call)
+        return self._send(call)
+
+    def _bind_model(self, call: Call) -> None:
+        """``model=None``: ask the server once which model it serves (after input was checked)."""
+        if call.needs_model:
             with self._model_lock:
-                if self._core.model is None:
-                    self._core.adopt_model(self._send(self._core.models_call()))
-        return self._send(self._core.prepare(where, prompt, output_type, endpoint, params))
+                model = self._core.model or self._core.adopt_model(
+                    self._send(self._core.models_call())
+                )
+            call.bind_model(model)
 
     def _send(self, call: Call) -> Response[Any]:
         while True:
@@ -172,6 +223,25 @@ class Client:
                     call.request, call.timeouts(), call.max_response_bytes, call.deadline_at
                 )
                 return call.finish(raw.status, raw.headers, raw.body)
+            except errors.LMClientError as exc:
+                delay = call.backoff(exc)
+            time.sleep(delay)
+
+    def _open(self, call: Call) -> Opened:
+        """Open a stream, retrying while nothing has been yielded yet."""
+        self._bind_model(call)
+        while True:
+            try:
+                response, chunks = self._transport.stream(
+                    call.request, call.timeouts(), call.max_response_bytes, call.deadline_at
+                )
+                if response.status_code < 300:
+                    return response, chunks
+                try:
+                    body = b"".join(chunks)
+                finally:
+                    response.close()
+                raise api_error(response.status_code, response.headers, body)
             except errors.LMClientError as exc:
                 delay = call.backoff(exc)
             time.sleep(delay)

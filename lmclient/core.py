@@ -27,11 +27,20 @@ import msgspec
 
 from . import errors
 from .dialects import Dialect, Endpoint, Plan, get_dialect
-from .protocol import ChatCompletion, Completion, ModelList, TokenLogprob, error_info
+from .protocol import (
+    ChatCompletion,
+    Completion,
+    ModelList,
+    StreamChunk,
+    TokenLogprob,
+    Usage,
+    error_info,
+)
 from .response import Response
+from .sse import ServerSentEvent, SSEDecoder
 from .types import OutputSpec, compile_output
 
-__all__ = ["Call", "ClientCore", "PreparedRequest", "Timeouts"]
+__all__ = ["Call", "ClientCore", "PreparedRequest", "StreamState", "Timeouts"]
 
 DEFAULT_CONNECT_TIMEOUT = 5.0
 DEFAULT_READ_TIMEOUT = 600.0
@@ -223,6 +232,8 @@ class ClientCore:
         output_type: Any,
         endpoint: Endpoint,
         params: dict[str, Any],
+        *,
+        stream: bool = False,
     ) -> Call:
         """Validate a call's input and build its request; raises before anything is sent."""
         check_params(where, params, allow_n=where == "create")
@@ -238,7 +249,6 @@ class ClientCore:
             if not isinstance(prompt, str):
                 raise TypeError("complete() takes a str prompt")
             body["prompt"] = prompt
-        extra = None
         for name, value in merged.items():
             if value is None or name in _CALL_PARAMS:
                 continue
@@ -249,6 +259,10 @@ class ClientCore:
                 continue
             else:
                 body[name] = list(value) if name == "stop" and isinstance(value, tuple) else value
+        if stream:
+            body["stream"] = True
+            if self.dialect.stream_usage:
+                body["stream_options"] = {"include_usage": True}
         body.update(plan.fields)
         extra = merged.get("extra_body")
         if extra:
@@ -298,6 +312,21 @@ class Call:
         self.deadline_at: float | None = None if deadline is None else time.monotonic() + deadline
         self.max_response_bytes = core.max_response_bytes
 
+    @property
+    def needs_model(self) -> bool:
+        """The client was made with ``model=None`` and has not learnt it yet."""
+        return self.request.body is not None and self.request.body.startswith(b'{"model":null')
+
+    def bind_model(self, model: str) -> None:
+        """Fill in the model learnt from ``GET /v1/models`` (once per client, so re-encoding the
+        body here keeps the common path free of it)."""
+        assert self.request.body is not None
+        body = msgspec.json.decode(self.request.body)
+        body["model"] = model
+        self.request = PreparedRequest(
+            self.request.method, self.request.url, self.request.headers, msgspec.json.encode(body)
+        )
+
     def timeouts(self) -> Timeouts:
         """Timeouts of the next attempt, shortened to what is left of the deadline."""
         if self.deadline_at is None:
@@ -346,50 +375,56 @@ class Call:
     def _chat(self, wire: ChatCompletion) -> Response[Any]:
         if not wire.choices:
             raise errors.ProtocolError("the response has no choices")
-        texts: list[str] = []
-        reasons: list[str | None] = []
-        reasoning = None
-        for choice in sorted(wire.choices, key=lambda c: c.index):
-            msg = choice.message
-            text = msg.content or ""
-            if msg.refusal:
-                raise errors.RefusalError(msg.refusal, text=text, output_type=self._type)
-            thought = msg.reasoning or msg.reasoning_content
-            if reasoning is None:
-                reasoning = thought
-            if not text and thought and self.spec and self.spec.kind != "text":
-                raise errors.ValidationError(
-                    "the message content is empty but reasoning is present: the model may "
-                    "have spent max_tokens on thinking",
-                    text=text,
-                    output_type=self._type,
-                )
-            texts.append(text)
-            reasons.append(choice.finish_reason)
-        first = wire.choices[0].logprobs
-        logprobs = first.content if first is not None else None
-        return self._response(wire, texts, reasons, reasoning, logprobs, wire.usage)
+        choices = sorted(wire.choices, key=lambda c: c.index)
+        first = choices[0]
+        msg = first.message
+        reasoning = msg.reasoning or msg.reasoning_content
+        refusal = next((c.message.refusal for c in choices if c.message.refusal), None)
+        return self.result(
+            [c.message.content or "" for c in choices],
+            [c.finish_reason for c in choices],
+            usage=wire.usage,
+            model=wire.model,
+            id=wire.id,
+            raw=wire,
+            reasoning=reasoning,
+            refusal=refusal,
+            logprobs=first.logprobs.content if first.logprobs is not None else None,
+        )
 
     def _completion(self, wire: Completion) -> Response[Any]:
         if not wire.choices:
             raise errors.ProtocolError("the response has no choices")
         choices = sorted(wire.choices, key=lambda c: c.index)
-        texts = [c.text or "" for c in choices]
-        reasons = [c.finish_reason for c in choices]
         first = choices[0].logprobs
-        logprobs = first.normalized() if first is not None else None
-        return self._response(wire, texts, reasons, None, logprobs, wire.usage)
+        return self.result(
+            [c.text or "" for c in choices],
+            [c.finish_reason for c in choices],
+            usage=wire.usage,
+            model=wire.model,
+            id=wire.id,
+            raw=wire,
+            logprobs=first.normalized() if first is not None else None,
+        )
 
-    def _response(
+    def result(
         self,
-        wire: ChatCompletion | Completion,
         texts: list[str],
         reasons: list[str | None],
-        reasoning: str | None,
-        logprobs: list[TokenLogprob] | None,
-        usage: Any,
+        *,
+        usage: Usage | None,
+        model: str | None,
+        id: str | None,
+        raw: Any,
+        reasoning: str | None = None,
+        refusal: str | None = None,
+        logprobs: list[TokenLogprob] | None = None,
     ) -> Response[Any]:
+        """Validate every choice's text into the output type; the same for bodies and streams."""
         assert self.spec is not None and self.plan is not None
+        if refusal:
+            raise errors.RefusalError(refusal, text=texts[0], output_type=self._type)
+        constrained = self.spec.kind != "text"
         values = []
         for text, reason in zip(texts, reasons, strict=True):
             if reason == "content_filter":
@@ -400,8 +435,15 @@ class Call:
                 )
             if reason == "abort":  # SGLang aborts a request it cannot finish
                 raise errors.ServerError("the server aborted the generation", status_code=200)
-            if reason == "length" and self.spec.kind != "text":
+            if reason == "length" and constrained:
                 raise errors.TruncatedError(text=text, output_type=self._type, usage=usage)
+            if not text and reasoning and constrained:
+                raise errors.ValidationError(
+                    "the message content is empty but reasoning is present: the model may "
+                    "have spent max_tokens on thinking",
+                    text=text,
+                    output_type=self._type,
+                )
             try:
                 values.append(self.plan.decode(text))
             except errors.ValidationError as exc:
@@ -409,16 +451,7 @@ class Call:
                     exc.attempts = list(texts)
                 raise
         return Response(
-            values,
-            texts,
-            reasons,
-            usage,
-            wire.model,
-            wire.id,
-            wire,
-            reasoning,
-            logprobs,
-            self.retries,
+            values, texts, reasons, usage, model, id, raw, reasoning, logprobs, self.retries
         )
 
     @property
@@ -492,3 +525,132 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(when.timestamp() - time.time(), 0.0)
+
+
+class StreamState:
+    """A stream's pure state: SSE bytes in, content deltas out; the validated result at the end.
+
+    Only choice 0 is followed (``n`` is a parameter of `create` only). Bytes after ``[DONE]``
+    are read and ignored, so the connection can go back to the pool.
+    """
+
+    __slots__ = (
+        "_call",
+        "_decoder",
+        "_parts",
+        "_reasoning",
+        "_refusal",
+        "_sse",
+        "done",
+        "events",
+        "finish_reason",
+        "id",
+        "model",
+        "usage",
+    )
+
+    _chunks = msgspec.json.Decoder(StreamChunk)
+
+    def __init__(self, call: Call) -> None:
+        self._call = call
+        self._sse = SSEDecoder()
+        self._parts: list[str] = []
+        self._reasoning: list[str] = []
+        self._refusal: list[str] = []
+        self.done = False
+        self.events = 0
+        self.finish_reason: str | None = None
+        self.usage: Usage | None = None
+        self.id: str | None = None
+        self.model: str | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(self._parts)
+
+    @property
+    def call(self) -> Call:
+        return self._call
+
+    def feed(self, data: bytes) -> list[str]:
+        out: list[str] = []
+        for event in self._sse.feed(data):
+            self._event(event, out)
+        return out
+
+    def end(self) -> list[str]:
+        """The byte stream ended: flush, and insist that it ended properly."""
+        out: list[str] = []
+        for event in self._sse.close():
+            self._event(event, out)
+        if not self.done and self.finish_reason is None:
+            raise errors.ProtocolError(
+                "the stream ended before [DONE] and before a finish_reason", body=self.text
+            )
+        self.done = True
+        return out
+
+    def result(self) -> Response[Any]:
+        return self._call.result(
+            [self.text],
+            [self.finish_reason],
+            usage=self.usage,
+            model=self.model,
+            id=self.id,
+            raw=None,
+            reasoning="".join(self._reasoning) or None,
+            refusal="".join(self._refusal) or None,
+        )
+
+    def _event(self, event: ServerSentEvent, out: list[str]) -> None:
+        if self.done:
+            return
+        self.events += 1
+        data = event.data
+        if data == b"[DONE]":
+            self.done = True
+            return
+        if event.event == "error":
+            raise _event_error(data)
+        try:
+            chunk = self._chunks.decode(data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise errors.ProtocolError(f"bad stream event ({exc})", body=data) from None
+        if chunk.error is not None:
+            raise _event_error(data)
+        if chunk.usage is not None:
+            self.usage = chunk.usage
+        self.id = chunk.id or self.id
+        self.model = chunk.model or self.model
+        for choice in chunk.choices:
+            if choice.index != 0:
+                continue
+            delta = choice.delta
+            text = choice.text if delta is None else delta.content
+            if text:
+                self._parts.append(text)
+                out.append(text)
+            if delta is not None:
+                thought = delta.reasoning or delta.reasoning_content
+                if thought:
+                    self._reasoning.append(thought)
+                if delta.refusal:
+                    self._refusal.append(delta.refusal)
+            if choice.finish_reason:
+                self.finish_reason = choice.finish_reason
+
+
+def _event_error(data: bytes) -> errors.APIError:
+    """An error event inside a 200 stream, typed by the status code it carries (else 5xx)."""
+    status = 500
+    try:
+        decoded = msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        decoded = None
+    inner = decoded.get("error", decoded) if isinstance(decoded, dict) else None
+    code = inner.get("code") if isinstance(inner, dict) else None
+    if isinstance(code, int) and not isinstance(code, bool) and 400 <= code <= 599:
+        status = code
+    if isinstance(decoded, dict) and not isinstance(decoded.get("error"), (dict, str)):
+        data = msgspec.json.encode({"error": decoded})  # legacy `error:` field: the object itself
+    return api_error(status, {}, data)

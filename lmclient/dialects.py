@@ -48,6 +48,7 @@ class Dialect:
     grammar: Callable[[str], Fields] | None = None
     grammar_syntaxes: frozenset[str] = frozenset()
     object_root: bool = False
+    stream_usage: bool = True  # reads stream_options.include_usage
     constrained_endpoints: frozenset[str] = frozenset({"chat", "completions"})
 
     def plan(self, spec: OutputSpec[Any], endpoint: Endpoint) -> Plan:
@@ -198,6 +199,7 @@ DIALECTS: dict[str, Dialect] = _dialects(
             "response_format": {"type": "regex", "value": regex_alternation(options)}
         },
         object_root=True,
+        stream_usage=False,
         constrained_endpoints=frozenset({"chat"}),
     ),
     Dialect("generic", schema=_response_format, any_json=_JSON_OBJECT),

@@ -16,6 +16,7 @@ __all__ = [
     "Completion",
     "CompletionLogprobs",
     "ModelList",
+    "StreamChunk",
     "TokenLogprob",
     "TopLogprob",
     "Usage",
@@ -103,6 +104,30 @@ class Completion(msgspec.Struct):
     id: str | None = None
     model: str | None = None
     usage: Usage | None = None
+
+
+class Delta(msgspec.Struct):
+    content: str | None = None
+    refusal: str | None = None
+    reasoning: str | None = None
+    reasoning_content: str | None = None
+
+
+class ChunkChoice(msgspec.Struct):
+    index: int = 0
+    delta: Delta | None = None  # chat chunks
+    text: str | None = None  # completions chunks
+    finish_reason: str | None = None
+
+
+class StreamChunk(msgspec.Struct):
+    """One SSE event of a chat or completions stream (a usage-only chunk has no choices)."""
+
+    choices: list[ChunkChoice] = []
+    usage: Usage | None = None
+    id: str | None = None
+    model: str | None = None
+    error: Any = None  # an error event inside a 200 stream
 
 
 class ModelCard(msgspec.Struct):

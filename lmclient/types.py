@@ -335,7 +335,7 @@ def _msgspec_spec(tp: Any) -> OutputSpec[Any]:
     try:
         schema = msgspec.json.schema(tp)
         decode = _msgspec_decoder(tp)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, NameError) as exc:  # NameError: an unresolved forward ref
         raise TypeError(f"lmclient cannot use {tp!r} as an output type: {exc}") from None
     _refine_strings(msgspec.inspect.type_info(tp), schema, schema.get("$defs", {}), set())
     return OutputSpec(

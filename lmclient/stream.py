@@ -1,0 +1,222 @@
+"""`Stream` and `AsyncStream`: text deltas and typed array items as they are generated.
+
+Both are thin shells over `core.StreamState`; they only pull bytes and close the response. The
+response is released when the stream ends, on error, on ``break`` followed by leaving the
+``with`` block, and on task cancellation; use them as context managers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, Generic, TypeVar
+
+import httpx
+import msgspec
+
+from . import errors
+from .core import StreamState
+from .protocol import Usage
+from .response import Response
+from .sse import ArrayItems
+
+__all__ = ["AsyncStream", "Stream"]
+
+T = TypeVar("T")
+Opened = tuple[httpx.Response, Iterator[bytes]]
+AsyncOpened = tuple[httpx.Response, AsyncIterator[bytes]]
+
+
+def _item_decoder(state: StreamState) -> Callable[[str], Any]:
+    """A decoder for one element of the output type's JSON array; TypeError for other types."""
+    spec = state.call.spec
+    assert spec is not None
+    element = spec.element_type
+    if element is None:
+        raise TypeError(
+            "items() needs a list[T], tuple[T, ...] or set[T] output type, "
+            f"not {spec.output_type!r}"
+        )
+    decoder = msgspec.json.Decoder(element)
+
+    def decode(text: str) -> Any:
+        try:
+            return decoder.decode(text)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise errors.ValidationError(str(exc), text=text, output_type=element) from None
+
+    return decode
+
+
+class _StreamBase(Generic[T]):
+    """What both shells report once (or while) the stream is read."""
+
+    _state: StreamState
+    _result: Response[T] | None
+
+    @property
+    def text(self) -> str:
+        """The text received so far."""
+        return self._state.text
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self._state.finish_reason
+
+    @property
+    def usage(self) -> Usage | None:
+        return self._state.usage
+
+    @property
+    def events(self) -> int:
+        """How many SSE data events arrived."""
+        return self._state.events
+
+    def _finished(self) -> Response[T]:
+        if self._result is None:
+            self._result = self._state.result()
+        return self._result
+
+
+class Stream(_StreamBase[T]):
+    """Iterate for text deltas; `items()` for array elements; `value` for the validated whole."""
+
+    def __init__(self, opener: Callable[[], Opened], state: StreamState) -> None:
+        self._opener = opener
+        self._state = state
+        self._result = None
+        self._response: httpx.Response | None = None
+        self._deltas: Iterator[str] | None = None
+        self._closed = False
+
+    def __enter__(self) -> Stream[T]:
+        self._iterator()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[str]:
+        return self._iterator()
+
+    def _iterator(self) -> Iterator[str]:
+        if self._deltas is None:
+            if self._closed:
+                raise errors.LMClientError("the stream is closed")
+            self._response, chunks = self._opener()
+            self._deltas = self._read(chunks)
+        return self._deltas
+
+    def _read(self, chunks: Iterator[bytes]) -> Iterator[str]:
+        try:
+            for chunk in chunks:
+                yield from self._state.feed(chunk)
+            yield from self._state.end()
+        finally:
+            self.close()
+
+    def items(self) -> Iterator[T]:
+        """Each element of a JSON-array output, validated, as soon as it closes; at the end the
+        whole value is validated too (a cut array raises `TruncatedError`)."""
+        decode = _item_decoder(self._state)
+        splitter = ArrayItems()
+        for delta in self._iterator():
+            for text in splitter.feed(delta):
+                yield decode(text)
+        self.read()
+
+    def read(self) -> T:
+        """Read the rest of the stream and return the validated value."""
+        if not self._state.done:
+            for _ in self._iterator():
+                pass
+            if not self._state.done:
+                raise errors.LMClientError("the stream was closed before it ended")
+        return self._finished().value
+
+    @property
+    def value(self) -> T:
+        """The validated value; reads the rest of the stream first."""
+        return self.read()
+
+    def close(self) -> None:
+        """Release the connection; idempotent."""
+        self._closed = True
+        response, self._response = self._response, None
+        if response is not None:
+            response.close()
+
+
+class AsyncStream(_StreamBase[T]):
+    """`Stream` for asyncio: ``async with`` / ``async for``; ``await aread()`` for the value."""
+
+    def __init__(self, opener: Callable[[], Awaitable[AsyncOpened]], state: StreamState) -> None:
+        self._opener = opener
+        self._state = state
+        self._result = None
+        self._response: httpx.Response | None = None
+        self._deltas: AsyncIterator[str] | None = None
+        self._closed = False
+
+    async def __aenter__(self) -> AsyncStream[T]:
+        await self._iterator()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._lazy()
+
+    async def _lazy(self) -> AsyncIterator[str]:
+        async for delta in await self._iterator():
+            yield delta
+
+    async def _iterator(self) -> AsyncIterator[str]:
+        if self._deltas is None:
+            if self._closed:
+                raise errors.LMClientError("the stream is closed")
+            self._response, chunks = await self._opener()
+            self._deltas = self._read(chunks)
+        return self._deltas
+
+    async def _read(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
+        try:
+            async for chunk in chunks:
+                for delta in self._state.feed(chunk):
+                    yield delta
+            for delta in self._state.end():
+                yield delta
+        finally:
+            await self.aclose()
+
+    async def items(self) -> AsyncIterator[T]:
+        """Each element of a JSON-array output, validated, as soon as it closes."""
+        decode = _item_decoder(self._state)
+        splitter = ArrayItems()
+        async for delta in await self._iterator():
+            for text in splitter.feed(delta):
+                yield decode(text)
+        await self.aread()
+
+    async def aread(self) -> T:
+        """Read the rest of the stream and return the validated value."""
+        if not self._state.done:
+            async for _ in await self._iterator():
+                pass
+            if not self._state.done:
+                raise errors.LMClientError("the stream was closed before it ended")
+        return self._finished().value
+
+    @property
+    def value(self) -> T:
+        """The validated value once the stream has been read (``await aread()`` reads it)."""
+        if not self._state.done:
+            raise errors.LMClientError("the stream is not finished: use `await stream.aread()`")
+        return self._finished().value
+
+    async def aclose(self) -> None:
+        """Release the connection; idempotent."""
+        self._closed = True
+        response, self._response = self._response, None
+        if response is not None:
+            await response.aclose()

@@ -1,0 +1,126 @@
+"""Output types into specs: markers, caching, schema refinements, decoding edge cases."""
+
+from __future__ import annotations
+
+import datetime
+import subprocess
+import sys
+from typing import Any, Literal
+
+import msgspec
+import pytest
+
+import lmclient
+from lmclient.types import compile_output, gbnf_alternation, regex_alternation
+
+
+def test_specs_are_cached_per_type() -> None:
+    assert compile_output(list[int]) is compile_output(list[int])
+    assert compile_output(Literal["a", "b"]) is compile_output(Literal["a", "b"])
+    assert compile_output(lmclient.Regex("a+")) is compile_output(lmclient.Regex("a+"))
+    schema = lmclient.JsonSchema({"type": "integer"})
+    assert compile_output(schema) is compile_output(schema)
+
+
+@pytest.mark.parametrize(
+    ("factory", "error"),
+    [
+        (lambda: lmclient.Regex("("), ValueError),
+        (lambda: lmclient.Regex(""), TypeError),
+        (lambda: lmclient.Grammar(" "), TypeError),
+        (lambda: lmclient.Grammar('root ::= "a"', syntax="peg"), ValueError),  # type: ignore[arg-type]
+        (lambda: lmclient.Choice([]), TypeError),
+        (lambda: lmclient.Choice("ab"), TypeError),
+        (lambda: lmclient.Choice(["a", "a"]), ValueError),
+        (lambda: lmclient.JsonSchema(["x"]), TypeError),  # type: ignore[arg-type]
+        (lambda: compile_output(lmclient.JsonSchema({"$ref": "#/$defs/missing"})), ValueError),
+        (lambda: compile_output(object), TypeError),
+        (lambda: compile_output(list["Undefined"]), TypeError),  # type: ignore[name-defined]  # noqa: F821
+    ],
+)
+def test_bad_output_types_fail_at_once(factory: Any, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        factory()
+
+
+def test_grammar_from_choices_is_exact_gbnf() -> None:
+    grammar = lmclient.Grammar.from_choices(['say "hi"', "a\\b", "new\nline"])
+    assert grammar.text == 'root ::= "say \\"hi\\"" | "a\\\\b" | "new\\nline"'
+    assert gbnf_alternation(["x"]) == 'root ::= "x"'
+
+
+def test_regex_alternation_escapes_only_metacharacters() -> None:
+    pattern = regex_alternation(["a b", "1+1", "(x)", "é"])
+    assert pattern == r"(?:a b|1\+1|\(x\)|é)"
+    import re
+
+    for option in ["a b", "1+1", "(x)", "é"]:
+        assert re.fullmatch(pattern, option)
+    assert not re.fullmatch(pattern, "11")
+
+
+def test_scalars_use_json_encodings() -> None:
+    assert compile_output(bool).decode("false") is False
+    with pytest.raises(lmclient.ValidationError):
+        compile_output(bool).decode("False")
+    assert compile_output(float).decode("1") == 1.0
+
+
+def test_nested_datetimes_and_decimals_get_formats() -> None:
+    class Event(msgspec.Struct):
+        at: datetime.datetime
+        maybe: datetime.time | None = None
+
+    schema = compile_output(list[Event]).schema
+    assert schema is not None
+    props = schema["$defs"]["Event"]["properties"]
+    assert props["at"] == {"type": "string", "format": "date-time"}
+    assert props["maybe"]["anyOf"][0] == {"type": "string", "format": "time"}
+
+
+class Node(msgspec.Struct):
+    value: int
+    children: list[Node] = []
+
+
+def test_recursive_struct_keeps_its_definitions() -> None:
+    spec = compile_output(Node)
+    assert spec.schema is not None
+    assert spec.schema["type"] == "object" and "Node" in spec.schema["$defs"]
+    assert spec.decode('{"value": 1, "children": [{"value": 2}]}') == Node(1, [Node(2)])
+
+
+def test_json_schema_marker_validates_on_the_client() -> None:
+    spec = compile_output(lmclient.JsonSchema({"type": "array", "items": {"type": "integer"}, "maxItems": 2}))
+    assert spec.decode("[1, 2]") == [1, 2]
+    with pytest.raises(lmclient.ValidationError, match="maxItems|at most|longer"):
+        spec.decode("[1, 2, 3]")
+    typed = compile_output(lmclient.JsonSchema({"type": "integer"}, type=int))
+    assert typed.decode("5") == 5
+
+
+def test_wrapped_decoder_unwraps_and_validates() -> None:
+    spec = compile_output(list[int])
+    schema, decode = spec.wrapped
+    assert schema["properties"]["value"] == {"type": "array", "items": {"type": "integer"}}
+    assert decode('{"value": [1, 2]}') == [1, 2]
+    for bad in ('{"value": ["x"]}', "[1]", '{"other": 1}'):
+        with pytest.raises(lmclient.ValidationError):
+            decode(bad)
+
+
+def test_element_type_of_array_outputs() -> None:
+    assert compile_output(list[int]).element_type is int
+    assert compile_output(tuple[str, ...]).element_type is str
+    assert compile_output(set[int]).element_type is int
+    assert compile_output(tuple[int, str]).element_type is None
+
+
+def test_import_is_light() -> None:
+    code = (
+        "import sys, lmclient\n"
+        "heavy = {'pydantic', 'openai', 'respx', 'anyio._backends._trio', 'numpy'} & set(sys.modules)\n"
+        "print(sorted(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
