@@ -103,7 +103,9 @@ class Kind:
     strict: Any = None  # the schema after OpenAI's strict rewrite, when it differs
 
 
-def _json(kid: str, tp: Any, text: str, value: Any, schema: Any, name: str = "output", **kw: Any) -> Kind:
+def _json(
+    kid: str, tp: Any, text: str, value: Any, schema: Any, name: str = "output", **kw: Any
+) -> Kind:
     return Kind(kid, tp, text, value, "json", schema, schema, name=name, **kw)
 
 

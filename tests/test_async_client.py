@@ -42,7 +42,9 @@ async def test_exact_request_body_and_validated_value(
         route.mock(return_value=_reply(endpoint, reply_text(kind, dialect)))
         response = await client.create("Q", kind.output_type, endpoint=endpoint)
     assert response.value == kind.value
-    prompt = {"messages": [{"role": "user", "content": "Q"}]} if endpoint == "chat" else {"prompt": "Q"}
+    prompt = (
+        {"messages": [{"role": "user", "content": "Q"}]} if endpoint == "chat" else {"prompt": "Q"}
+    )
     assert json.loads(route.calls.last.request.content) == {"model": "m", **prompt, **fields}
 
 
@@ -52,7 +54,9 @@ class Person(msgspec.Struct):
 
 
 async def test_generate_and_complete(respx_mock: respx.MockRouter) -> None:
-    respx_mock.post(BASE + "/chat/completions").mock(return_value=_reply("chat", '{"name":"A","age":1}'))
+    respx_mock.post(BASE + "/chat/completions").mock(
+        return_value=_reply("chat", '{"name":"A","age":1}')
+    )
     respx_mock.post(BASE + "/completions").mock(return_value=_reply("completions", "4"))
     async with lmclient.AsyncClient(BASE, model="m") as client:
         assert await client.generate("Invent a person.", Person) == Person("A", 1)

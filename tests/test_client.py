@@ -58,7 +58,9 @@ class Person(msgspec.Struct):
 
 
 def test_generate_and_complete_return_values(respx_mock: respx.MockRouter) -> None:
-    respx_mock.post(BASE + "/chat/completions").mock(return_value=_reply("chat", '{"name":"A","age":1}'))
+    respx_mock.post(BASE + "/chat/completions").mock(
+        return_value=_reply("chat", '{"name":"A","age":1}')
+    )
     respx_mock.post(BASE + "/completions").mock(return_value=_reply("completions", "4"))
     with lmclient.Client(BASE, model="m") as client:
         assert client.generate("Invent a person.", Person) == Person("A", 1)
@@ -217,16 +219,19 @@ def test_n_choices_are_all_validated(respx_mock: respx.MockRouter) -> None:
 def test_response_fields(respx_mock: respx.MockRouter) -> None:
     body = chat_body("yes", n=2, reasoning="thinking...")
     body["choices"][0]["logprobs"] = {
-        "content": [{"token": "yes", "logprob": -0.1, "top_logprobs": [{"token": "yes", "logprob": -0.1}]}]
+        "content": [
+            {"token": "yes", "logprob": -0.1, "top_logprobs": [{"token": "yes", "logprob": -0.1}]}
+        ]
     }
     respx_mock.post(BASE + "/chat/completions").mock(return_value=httpx.Response(200, json=body))
     response = lmclient.Client(BASE, model="m").create("Q", Literal["yes", "no"], n=2)
     assert response.values == ["yes", "yes"] and response.texts == ["yes", "yes"]
-    assert response.finish_reason == "stop" and response.id == "chatcmpl-1" and response.model == "m"
+    assert (
+        response.finish_reason == "stop" and response.id == "chatcmpl-1" and response.model == "m"
+    )
     assert response.usage == lmclient.Usage(3, 5, 8)
     assert response.reasoning == "thinking..."
     assert response.logprobs == [
         lmclient.TokenLogprob("yes", -0.1, [lmclient.TopLogprob("yes", -0.1)])
     ]
     assert isinstance(response.raw, lmclient.protocol.ChatCompletion)
-

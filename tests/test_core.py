@@ -35,7 +35,9 @@ def call(output_type: Any = str, endpoint: Any = "chat", **params: Any) -> core.
     return make_core().prepare("create", "Q", output_type, endpoint, params)
 
 
-def finish(c: core.Call, body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Any:
+def finish(
+    c: core.Call, body: Any, status: int = 200, headers: dict[str, str] | None = None
+) -> Any:
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
     return c.finish(status, headers or {}, raw)
 
@@ -65,7 +67,11 @@ def test_reference_error_envelopes(name: str, status: int, cls: type, message: s
 
 
 def test_openai_envelope_fields() -> None:
-    exc = core.api_error(400, {"x-request-id": "req-1"}, (EXAMPLES / "openai_error_unknown_parameter.json").read_bytes())
+    exc = core.api_error(
+        400,
+        {"x-request-id": "req-1"},
+        (EXAMPLES / "openai_error_unknown_parameter.json").read_bytes(),
+    )
     assert (exc.type, exc.code, exc.param, exc.request_id) == (
         "invalid_request_error",
         "unknown_parameter",
@@ -77,16 +83,80 @@ def test_openai_envelope_fields() -> None:
 @pytest.mark.parametrize(
     ("status", "body", "cls", "message"),
     [
-        (401, {"error": "Unauthorized"}, errors.AuthenticationError, "Unauthorized"),  # vLLM --api-key
-        (422, {"error": "Input validation error", "error_type": "validation"}, errors.BadRequestError, "Input validation"),  # TGI
-        (424, {"error": "Request failed during generation", "error_type": "generation"}, errors.ServerError, "during generation"),  # TGI
-        (429, {"error": "Model is overloaded", "error_type": "overloaded"}, errors.RateLimitError, "overloaded"),  # TGI
-        (400, {"object": "error", "message": "bad", "type": "BadRequestError", "param": None, "code": 400}, errors.BadRequestError, "bad"),  # SGLang
-        (404, {"error": {"message": "The model `x` does not exist.", "type": "NotFoundError", "param": "model", "code": 404}}, errors.NotFoundError, "does not exist"),
-        (403, {"error": {"code": 403, "message": "nope", "type": "permission_error"}}, errors.PermissionDeniedError, "nope"),
-        (422, {"detail": [{"loc": ["body", "model"], "msg": "field required"}]}, errors.BadRequestError, "field required"),  # FastAPI
+        (
+            401,
+            {"error": "Unauthorized"},
+            errors.AuthenticationError,
+            "Unauthorized",
+        ),  # vLLM --api-key
+        (
+            422,
+            {"error": "Input validation error", "error_type": "validation"},
+            errors.BadRequestError,
+            "Input validation",
+        ),  # TGI
+        (
+            424,
+            {"error": "Request failed during generation", "error_type": "generation"},
+            errors.ServerError,
+            "during generation",
+        ),  # TGI
+        (
+            429,
+            {"error": "Model is overloaded", "error_type": "overloaded"},
+            errors.RateLimitError,
+            "overloaded",
+        ),  # TGI
+        (
+            400,
+            {
+                "object": "error",
+                "message": "bad",
+                "type": "BadRequestError",
+                "param": None,
+                "code": 400,
+            },
+            errors.BadRequestError,
+            "bad",
+        ),  # SGLang
+        (
+            404,
+            {
+                "error": {
+                    "message": "The model `x` does not exist.",
+                    "type": "NotFoundError",
+                    "param": "model",
+                    "code": 404,
+                }
+            },
+            errors.NotFoundError,
+            "does not exist",
+        ),
+        (
+            403,
+            {"error": {"code": 403, "message": "nope", "type": "permission_error"}},
+            errors.PermissionDeniedError,
+            "nope",
+        ),
+        (
+            422,
+            {"detail": [{"loc": ["body", "model"], "msg": "field required"}]},
+            errors.BadRequestError,
+            "field required",
+        ),  # FastAPI
         (500, {"detail": "Internal Server Error"}, errors.ServerError, "Internal Server Error"),
-        (501, {"error": {"message": "chat not supported", "type": "NotImplementedError", "code": 501}}, errors.ServerError, "chat not supported"),
+        (
+            501,
+            {
+                "error": {
+                    "message": "chat not supported",
+                    "type": "NotImplementedError",
+                    "code": 501,
+                }
+            },
+            errors.ServerError,
+            "chat not supported",
+        ),
         (418, {"unexpected": True}, errors.APIError, "HTTP 418"),
     ],
 )
@@ -192,7 +262,9 @@ def test_completion_logprobs_are_normalised() -> None:
     }
     response = finish(call(endpoint="completions"), body)
     assert response.logprobs == [
-        lmclient.TokenLogprob("a", -0.5, [lmclient.TopLogprob("a", -0.5), lmclient.TopLogprob("c", -1.0)]),
+        lmclient.TokenLogprob(
+            "a", -0.5, [lmclient.TopLogprob("a", -0.5), lmclient.TopLogprob("c", -1.0)]
+        ),
         lmclient.TokenLogprob("b", float("-inf"), []),
     ]
 
@@ -221,7 +293,7 @@ def test_llamacpp_live_recordings_decode() -> None:
         body = json.loads(body_path.read_text())
         if "choices" not in body:
             continue
-        c = make_core().prepare("create", "Q" if endpoint == "completions" else "Q", str, endpoint, {})
+        c = make_core().prepare("create", "Q", str, endpoint, {})
         response = c.finish(200, {}, body_path.read_bytes())
         assert isinstance(response.value, str)
         decoded += 1

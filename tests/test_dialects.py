@@ -36,10 +36,16 @@ def test_plans_are_cached_per_type_dialect_and_endpoint() -> None:
 
 
 def test_unsupported_grammar_names_the_dialects_that_can() -> None:
-    with pytest.raises(lmclient.UnsupportedConstraintError, match="vllm, vllm-guided, sglang, llamacpp"):
+    with pytest.raises(
+        lmclient.UnsupportedConstraintError, match="vllm, vllm-guided, sglang, llamacpp"
+    ):
         get_dialect("generic").plan(compile_output(lmclient.Grammar('root ::= "a"')), "chat")
-    with pytest.raises(lmclient.UnsupportedConstraintError, match="dialect= values that can: vllm, vllm-guided$"):
-        get_dialect("llamacpp").plan(compile_output(lmclient.Grammar("start: 'a'", syntax="lark")), "chat")
+    with pytest.raises(
+        lmclient.UnsupportedConstraintError, match=r"dialect= values that can: vllm, vllm-guided$"
+    ):
+        get_dialect("llamacpp").plan(
+            compile_output(lmclient.Grammar("start: 'a'", syntax="lark")), "chat"
+        )
 
 
 def test_unknown_dialect() -> None:
@@ -52,7 +58,10 @@ def test_strict_schema_rules() -> None:
         "type": "object",
         "properties": {
             "a": {"type": "integer", "default": 1},
-            "b": {"type": "array", "items": {"type": "object", "properties": {"c": {"type": "string"}}}},
+            "b": {
+                "type": "array",
+                "items": {"type": "object", "properties": {"c": {"type": "string"}}},
+            },
         },
         "required": ["b"],
     }

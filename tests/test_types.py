@@ -91,9 +91,11 @@ def test_recursive_struct_keeps_its_definitions() -> None:
 
 
 def test_json_schema_marker_validates_on_the_client() -> None:
-    spec = compile_output(lmclient.JsonSchema({"type": "array", "items": {"type": "integer"}, "maxItems": 2}))
+    spec = compile_output(
+        lmclient.JsonSchema({"type": "array", "items": {"type": "integer"}, "maxItems": 2})
+    )
     assert spec.decode("[1, 2]") == [1, 2]
-    with pytest.raises(lmclient.ValidationError, match="maxItems|at most|longer"):
+    with pytest.raises(lmclient.ValidationError, match=r"maxItems|at most|longer"):
         spec.decode("[1, 2, 3]")
     typed = compile_output(lmclient.JsonSchema({"type": "integer"}, type=int))
     assert typed.decode("5") == 5
@@ -119,7 +121,7 @@ def test_element_type_of_array_outputs() -> None:
 def test_import_is_light() -> None:
     code = (
         "import sys, lmclient\n"
-        "heavy = {'pydantic', 'openai', 'respx', 'anyio._backends._trio', 'numpy'} & set(sys.modules)\n"
+        "heavy = {'pydantic', 'openai', 'respx', 'numpy'} & set(sys.modules)\n"
         "print(sorted(heavy))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -1,0 +1,99 @@
+"""Is `Stream.items()` linear in the size of the streamed array? (issue 3)
+
+Streams JSON arrays of 256 KiB to 4 MiB through a real `Stream` (SSE decoding, delta
+accumulation, the array splitter, per-item validation, final validation), fed from memory in
+16-character deltas as a server would send them, and prints time per size. Linear means each
+doubling of the bytes roughly doubles the time: the ratio column stays near 2, not 4.
+
+    .venv/bin/python benchmarks/items_linear.py
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+import httpx
+import msgspec
+
+from lmclient import core
+from lmclient.stream import Stream
+
+
+class Record(msgspec.Struct):
+    id: int
+    name: str
+    email: str
+    score: float
+    active: bool
+    tags: list[str]
+
+
+def sse_bytes(size: int, delta_chars: int = 16) -> tuple[bytes, int]:
+    record = {
+        "id": 1,
+        "name": "Ada Lovelace",
+        "email": "ada@example.com",
+        "score": 0.5,
+        "active": True,
+        "tags": ["a", "b"],
+    }
+    one = len(json.dumps(record)) + 2
+    items = [dict(record, id=i) for i in range(max(1, size // one))]
+    text = json.dumps(items)
+    head = b'data: {"choices":[{"index":0,"delta":{"content":'
+    tail = b'},"finish_reason":null}]}\n\n'
+    events = [
+        head + json.dumps(text[i : i + delta_chars]).encode() + tail
+        for i in range(0, len(text), delta_chars)
+    ]
+    events.append(
+        b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+    )
+    return b"".join(events), len(items)
+
+
+def consume(raw: bytes, expected: int) -> float:
+    base = core.ClientCore(
+        "http://bench/v1",
+        "m",
+        api_key=None,
+        dialect="vllm",
+        timeout=None,
+        deadline=None,
+        max_retries=0,
+        max_response_bytes=1 << 30,
+        headers=None,
+        defaults=None,
+    )
+    call = base.prepare("stream", "Q", list[Record], "chat", {}, stream=True)
+
+    def chunks() -> Iterator[bytes]:  # the network's 16 KiB reads
+        for i in range(0, len(raw), 16384):
+            yield raw[i : i + 16384]
+
+    stream: Stream[list[Record]] = Stream(
+        lambda: (httpx.Response(200), chunks()), core.StreamState(call)
+    )
+    start = time.perf_counter()
+    with stream:
+        count = sum(1 for _ in stream.items())
+    elapsed = time.perf_counter() - start
+    assert count == expected == len(stream.value)
+    return elapsed
+
+
+def main() -> None:
+    print(f"{'array':>8} {'SSE bytes':>10} {'items':>7} {'seconds':>8} {'ratio':>6}")
+    previous = None
+    for kib in (256, 512, 1024, 2048, 4096):
+        raw, n = sse_bytes(kib * 1024)
+        best = min(consume(raw, n) for _ in range(3))
+        ratio = "" if previous is None else f"{best / previous:.2f}"
+        print(f"{kib:>5} KiB {len(raw):>10} {n:>7} {best:>8.3f} {ratio:>6}")
+        previous = best
+
+
+if __name__ == "__main__":
+    main()
