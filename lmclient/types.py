@@ -27,9 +27,11 @@ Kind = Literal["text", "json", "any", "regex", "choice", "grammar"]
 Decoder = Callable[[str], Any]
 
 # Regexes for the JSON literals of scalars: a constrained model then emits exactly what
-# `msgspec.json.decode` reads back (JSON encodings, never Python reprs such as `True`).
+# `msgspec.json.decode` reads back (JSON encodings, never Python reprs such as `True`). Floats
+# are bounded to what a double holds (an exponent of two digits, 16 significant digits), so a
+# model cannot write a literal that overflows or run on with digits until max_tokens.
 _INT_PATTERN = r"-?(0|[1-9][0-9]*)"
-_FLOAT_PATTERN = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?"
+_FLOAT_PATTERN = r"-?(0|[1-9][0-9]{0,15})(\.[0-9]{1,16})?([eE][+-]?[0-9]{1,2})?"
 _BOOL_PATTERN = r"(true|false)"
 
 

@@ -22,7 +22,7 @@ import lmclient
 from lmclient.errors import UnsupportedConstraintError
 
 INT_RE = r"-?(0|[1-9][0-9]*)"
-FLOAT_RE = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?"
+FLOAT_RE = r"-?(0|[1-9][0-9]{0,15})(\.[0-9]{1,16})?([eE][+-]?[0-9]{1,2})?"
 BOOL_RE = r"(true|false)"
 
 

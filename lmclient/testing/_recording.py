@@ -1,0 +1,82 @@
+"""What the fake remembers about each request, shaped for assertions in tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ._constraints import Constraint, read_constraint
+
+__all__ = ["Endpoint", "RecordedRequest", "endpoint_of"]
+
+Endpoint = Literal["chat", "completions", "models", "other"]
+
+
+def endpoint_of(path: str) -> Endpoint:
+    """Classify a request path by its tail, so any API prefix (``/v1``, ``/openai/v1``) works."""
+    path = path.rstrip("/")
+    if path.endswith("/chat/completions"):
+        return "chat"
+    if path.endswith("/completions"):
+        return "completions"
+    if path.endswith("/models"):
+        return "models"
+    return "other"
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request as received: ``headers`` have lower-case keys, ``body`` is decoded JSON
+    (``None`` when the body is empty or not JSON) and ``raw_body`` the bytes sent."""
+
+    method: str
+    path: str
+    endpoint: Endpoint
+    headers: dict[str, str]
+    body: Any
+    raw_body: bytes = field(default=b"", repr=False)
+
+    @property
+    def constraint(self) -> Constraint:
+        """The constraint the body carries, in neutral form (raises ``ConstraintError``)."""
+        return read_constraint(self.body)
+
+    @property
+    def model(self) -> str | None:
+        model = self.body.get("model") if isinstance(self.body, dict) else None
+        return model if isinstance(model, str) else None
+
+    @property
+    def stream(self) -> bool:
+        return isinstance(self.body, dict) and self.body.get("stream") is True
+
+    @property
+    def prompt(self) -> str:
+        """The last user message's text (chat) or the prompt (completions); ``""`` otherwise."""
+        if not isinstance(self.body, dict):
+            return ""
+        prompt = self.body.get("prompt")
+        if isinstance(prompt, str):
+            return prompt
+        if isinstance(prompt, list):
+            return "\n".join(p for p in prompt if isinstance(p, str))
+        messages = self.body.get("messages")
+        if isinstance(messages, list):
+            for message in reversed(messages):
+                if isinstance(message, dict) and message.get("role") == "user":
+                    return message_text(message)
+        return ""
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """A message's text: its ``content`` string, or the text parts of a content list."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part["text"]
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    return ""

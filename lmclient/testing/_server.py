@@ -1,0 +1,162 @@
+"""Serve a :class:`FakeLLM` over real HTTP/1.1 sockets on 127.0.0.1.
+
+Real sockets exercise what respx cannot: connection pooling and keep-alive, chunked SSE bodies
+arriving piece by piece, concurrency, and connections that break mid-stream.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+
+from ._wire import FakeResponse, StreamDropped, error_response
+
+if TYPE_CHECKING:
+    from ._fake import FakeLLM
+
+__all__ = ["serve"]
+
+_POLL_INTERVAL = 0.02  # how long shutdown() may wait for the accept loop to notice
+_JOIN_TIMEOUT = 5.0  # bound on waiting for connection threads (e.g. a test left a gate shut)
+
+
+@contextmanager
+def serve(fake: FakeLLM) -> Iterator[str]:
+    """Run the server in a background thread; yields ``http://127.0.0.1:PORT/v1``."""
+    server = _Server(fake)
+    thread = threading.Thread(
+        target=server.serve_forever,
+        kwargs={"poll_interval": _POLL_INTERVAL},
+        name="lmclient-fake-server",
+        daemon=True,
+    )
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.close_connections(_JOIN_TIMEOUT)
+        server.server_close()
+        thread.join(_JOIN_TIMEOUT)
+
+
+class _Server(ThreadingHTTPServer):
+    """Tracks its connections and their threads so that closing it leaves nothing behind."""
+
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, fake: FakeLLM) -> None:
+        self.fake = fake
+        self._lock = threading.Lock()
+        self._sockets: set[socket.socket] = set()
+        self._workers: set[threading.Thread] = set()
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        worker = threading.Thread(
+            target=self._work, args=(request, client_address), name="lmclient-fake-conn"
+        )
+        worker.daemon = True
+        with self._lock:
+            self._sockets.add(request)
+            self._workers.add(worker)
+        worker.start()
+
+    def _work(self, request: Any, client_address: Any) -> None:
+        try:
+            self.process_request_thread(request, client_address)
+        finally:
+            with self._lock:
+                self._sockets.discard(request)
+                self._workers.discard(threading.current_thread())
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Stay quiet when a client goes away; report anything else (a bug worth seeing)."""
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)
+
+    def close_connections(self, timeout: float) -> None:
+        """End idle keep-alive connections and wait (bounded) for their threads."""
+        with self._lock:
+            sockets, workers = list(self._sockets), list(self._workers)
+        for sock in sockets:
+            _shutdown(sock)
+        deadline = time.monotonic() + timeout
+        for worker in workers:
+            worker.join(max(0.0, deadline - time.monotonic()))
+
+
+def _shutdown(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # the client closed it already
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Reads one request, lets the fake answer, and writes the answer (SSE as HTTP chunks)."""
+
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silence per-request logging: test output should show the tests."""
+
+    def _dispatch(self) -> None:
+        body = self._read_body()
+        fake = self.server.fake
+        with fake._in_flight_scope():
+            headers = dict(self.headers.items())
+            try:
+                response = fake.handle(self.command, self.path, headers, body)
+            except Exception as exc:  # a bug or a raising test hook: answer rather than hang
+                message = f"FakeLLM failed: {exc!r}"
+                response = error_response(500, message, "InternalServerError", code=500)
+            self._send(response)
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _dispatch
+
+    def _read_body(self) -> bytes:
+        if self.headers.get("transfer-encoding", "").lower() != "chunked":
+            return self.rfile.read(int(self.headers.get("content-length") or 0))
+        parts = []
+        while size := int(self.rfile.readline().split(b";")[0], 16):
+            parts.append(self.rfile.read(size))
+            self.rfile.readline()
+        while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+            pass  # trailers
+        return b"".join(parts)
+
+    def _send(self, response: FakeResponse) -> None:
+        self.send_response(response.status)
+        for name, value in response.headers:
+            self.send_header(name, value)
+        if response.chunks is None:
+            self.send_header("Content-Length", str(len(response.body)))
+            self.end_headers()
+            self.wfile.write(response.body)
+            return
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        chunks = response.chunks
+        try:
+            for chunk in chunks:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            self.wfile.write(b"0\r\n\r\n")
+        except (StreamDropped, ConnectionError):
+            self.close_connection = True  # end without the final chunk: the body is cut
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()

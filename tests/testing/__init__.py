@@ -1,0 +1,1 @@
+"""Tests of lmclient.testing, the fake OpenAI-compatible server."""
