@@ -34,6 +34,7 @@ class Plan:
     fields: Fields
     decode: Callable[[str], Any]
     wrapped: bool = False
+    emulated: bool = False  # the server is told something equivalent, not the constraint itself
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -47,6 +48,7 @@ class Dialect:
     choice: Callable[[tuple[str, ...]], Fields] | None = None
     grammar: Callable[[str], Fields] | None = None
     grammar_syntaxes: frozenset[str] = frozenset()
+    native_choice: bool = False  # `choice` is a server field, not an emulation
     object_root: bool = False
     stream_usage: bool = True  # reads stream_options.include_usage
     constrained_endpoints: frozenset[str] = frozenset({"chat", "completions"})
@@ -69,7 +71,7 @@ class Dialect:
             )
         native = self._native(spec)
         if native is not None:
-            return Plan(native, spec.decode)
+            return Plan(native, spec.decode, emulated=spec.kind == "choice" and not self.native_choice)
         if spec.kind == "grammar":
             able = [d.name for d in DIALECTS.values() if spec.syntax in d.grammar_syntaxes]
             raise UnsupportedConstraintError(
@@ -77,10 +79,12 @@ class Dialect:
                 f"dialect= values that can: {', '.join(able)}"
             )
         assert spec.schema is not None and spec.decode_json is not None
+        emulated = spec.kind in ("regex", "choice") and spec.output_type not in (int, float, bool)
         if self.object_root and not spec.root_is_object:
             schema, decode = spec.wrapped
-            return Plan(self.schema(schema, spec.name, endpoint), decode, wrapped=True)
-        return Plan(self.schema(spec.schema, spec.name, endpoint), spec.decode_json)
+            fields = self.schema(schema, spec.name, endpoint)
+            return Plan(fields, decode, wrapped=True, emulated=emulated)
+        return Plan(self.schema(spec.schema, spec.name, endpoint), spec.decode_json, emulated=emulated)
 
     def _native(self, spec: OutputSpec[Any]) -> Fields | None:
         if spec.kind == "any" and self.any_json is not None:
@@ -164,6 +168,7 @@ DIALECTS: dict[str, Dialect] = _dialects(
         choice=_so("choice"),
         grammar=_so("grammar"),
         grammar_syntaxes=frozenset({"gbnf", "lark"}),
+        native_choice=True,
     ),
     Dialect(
         "vllm-guided",
@@ -173,6 +178,7 @@ DIALECTS: dict[str, Dialect] = _dialects(
         choice=_top("guided_choice"),
         grammar=_top("guided_grammar"),
         grammar_syntaxes=frozenset({"gbnf", "lark"}),
+        native_choice=True,
     ),
     Dialect(
         "sglang",

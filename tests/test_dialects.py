@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pathlib
 from typing import Any
 
 import pytest
@@ -84,3 +85,12 @@ def test_strict_schema_rules() -> None:
     }
     with pytest.raises(lmclient.UnsupportedConstraintError):
         strict_schema({"type": "object"})
+
+
+def test_readme_capability_matrix_matches_the_dialect_tables() -> None:
+    from scripts.capabilities import matrix
+
+    readme = (pathlib.Path(__file__).parents[1] / "README.md").read_text()
+    start = readme.index("<!-- capabilities:start -->\n") + len("<!-- capabilities:start -->\n")
+    end = readme.index("<!-- capabilities:end -->")
+    assert readme[start:end].strip() == matrix().strip(), "run scripts/capabilities.py"

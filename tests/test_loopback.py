@@ -203,12 +203,15 @@ def test_first_item_arrives_before_the_last_chunk_is_sent(url: str) -> None:
     text = msgspec.json.encode(PEOPLE).decode()
     fake.reply(text, chunk_size=8)
     total.append(len(text) // 8 + 3)  # role chunk, content chunks, finish chunk
-    with fake.serve() as base_url, lmclient.Client(base_url, model=MODEL) as client:
-        with client.stream("Q", list[Person]) as s:
-            items = s.items()
-            assert next(items) == PEOPLE[0]
-            gate.set()  # only now may the server send its last chunk
-            assert list(items) == PEOPLE[1:]
+    with (
+        fake.serve() as base_url,
+        lmclient.Client(base_url, model=MODEL) as client,
+        client.stream("Q", list[Person]) as s,
+    ):
+        items = s.items()
+        assert next(items) == PEOPLE[0]
+        gate.set()  # only now may the server send its last chunk
+        assert list(items) == PEOPLE[1:]
 
 
 def test_mid_stream_error_event_over_sockets(fake: FakeLLM, url: str) -> None:

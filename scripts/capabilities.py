@@ -1,0 +1,67 @@
+"""Print the dialect capability matrix (server × constraint × endpoint) from the dialect tables.
+
+The README's matrix is this script's output; `tests/test_dialects.py` checks they agree.
+
+    .venv/bin/python scripts/capabilities.py
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+from lmclient import Grammar, Regex, UnsupportedConstraintError
+from lmclient.dialects import DIALECTS, Fields
+from lmclient.types import compile_output
+
+
+class _Object(msgspec.Struct):
+    a: int
+
+
+COLUMNS: list[tuple[str, Any]] = [
+    ("JSON schema (Struct…)", _Object),
+    ("JSON array (list[T])", list[int]),
+    ("int / float / bool", int),
+    ("choice (Literal…)", Literal["a", "b"]),
+    ("Regex", Regex("[a-z]+")),
+    ("Grammar gbnf", Grammar('root ::= "a"')),
+    ("Grammar lark", Grammar('start: "a"', syntax="lark")),
+    ("Any JSON", Any),
+]
+
+
+def _field(fields: Fields) -> str:
+    """The field that carries the constraint, as a reader would look for it in a request."""
+    key, value = next(iter(fields.items()))
+    if key == "response_format":
+        return f"response_format {value['type']}"
+    if key == "structured_outputs":
+        return f"structured_outputs.{next(iter(value))}"
+    return key
+
+
+def cell(dialect: str, output_type: Any, endpoint: Literal["chat", "completions"]) -> str:
+    try:
+        plan = DIALECTS[dialect].plan(compile_output(output_type), endpoint)
+    except UnsupportedConstraintError:
+        return "refused"
+    notes = [name for name, flag in (("emulated", plan.emulated), ("wrapped", plan.wrapped)) if flag]
+    return f"`{_field(plan.fields)}`" + (f" ({', '.join(notes)})" if notes else "")
+
+
+def matrix() -> str:
+    lines = [
+        "| dialect | endpoint | " + " | ".join(name for name, _ in COLUMNS) + " |",
+        "|---|---|" + "---|" * len(COLUMNS),
+    ]
+    for dialect in DIALECTS:
+        for endpoint in ("chat", "completions"):
+            cells = [cell(dialect, tp, endpoint) for _, tp in COLUMNS]  # type: ignore[arg-type]
+            lines.append(f"| `{dialect}` | {endpoint} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(matrix())
