@@ -10,7 +10,7 @@ import httpx
 
 from . import errors
 from .core import DEFAULT_MAX_RESPONSE_BYTES, Call, ClientCore, StreamState, api_error
-from .dialects import Endpoint
+from .dialects import Endpoint, ServerInfo
 from .params import Prompt, env_api_key, env_base_url
 from .response import Response
 from .stream import AsyncOpened, AsyncStream
@@ -41,7 +41,7 @@ class AsyncClient:
         model: str | None = None,
         *,
         api_key: str | None = None,
-        dialect: str = "vllm",
+        dialect: str = "auto",
         timeout: float | httpx.Timeout | None = None,
         deadline: float | None = None,
         max_retries: int = 2,
@@ -63,7 +63,7 @@ class AsyncClient:
             defaults=defaults,
         )
         self._transport = AsyncTransport(http_client)
-        self._model_lock = asyncio.Lock()
+        self._setup_lock = asyncio.Lock()
 
     def __repr__(self) -> str:
         return f"AsyncClient({self._core!r})"
@@ -74,7 +74,13 @@ class AsyncClient:
 
     @property
     def dialect(self) -> str:
-        return self._core.dialect.name
+        """The dialect in use: ``"auto"`` until the first call has probed the server."""
+        return "auto" if self._core.dialect is None else self._core.dialect.name
+
+    @property
+    def server_info(self) -> ServerInfo | None:
+        """What ``dialect="auto"`` learnt about the server (kind, version, models)."""
+        return self._core.server_info
 
     # -- calls -------------------------------------------------------------------------------
 
@@ -194,8 +200,13 @@ class AsyncClient:
         """Stream the answer: iterate for text deltas, ``items()`` for array elements as they
         close, ``await aread()`` for the validated whole. Nothing is sent before the stream
         is entered or iterated; bad input raises here."""
-        call = self._core.prepare("stream", prompt, output_type, endpoint, params, stream=True)
-        return AsyncStream(lambda: self._open(call), StreamState(call))
+        self._core.validate("stream", prompt, output_type, endpoint, params)
+
+        async def opener() -> tuple[StreamState, AsyncOpened]:
+            call = await self._prepare("stream", prompt, output_type, endpoint, params, stream=True)
+            return StreamState(call), await self._open(call)
+
+        return AsyncStream(opener)
 
     async def models(self) -> list[str]:
         """The ids of the models the server serves (``GET /v1/models``)."""
@@ -212,18 +223,41 @@ class AsyncClient:
         endpoint: Endpoint,
         params: dict[str, Any],
     ) -> Response[Any]:
-        call = self._core.prepare(where, prompt, output_type, endpoint, params)
-        await self._bind_model(call)
-        return await self._send(call)
+        return await self._send(await self._prepare(where, prompt, output_type, endpoint, params))
 
-    async def _bind_model(self, call: Call) -> None:
-        """``model=None``: ask the server once which model it serves (after input was checked)."""
-        if call.needs_model:
-            async with self._model_lock:
-                model = self._core.model or self._core.adopt_model(
-                    await self._send(self._core.models_call())
-                )
-            call.bind_model(model)
+    async def _prepare(
+        self,
+        where: str,
+        prompt: Prompt,
+        output_type: Any,
+        endpoint: Endpoint,
+        params: dict[str, Any],
+        *,
+        stream: bool = False,
+    ) -> Call:
+        """The call's request; on first use, after the set-up requests (input checked first)."""
+        if not self._core.ready:
+            self._core.validate(where, prompt, output_type, endpoint, params)
+            await self._setup()
+        return self._core.prepare(where, prompt, output_type, endpoint, params, stream=stream)
+
+    async def _setup(self) -> None:
+        """Learn, once, what ``model=None`` and ``dialect="auto"`` leave open."""
+        async with self._setup_lock:
+            if self._core.dialect is None:
+                calls = self._core.probe_calls()
+                answers = list(await asyncio.gather(*(self._probe(c) for c in calls)))
+                if all(a is None for a in answers):  # nothing answered: report why, learn nothing
+                    answers[-1] = (await self._send(self._core.models_call())).value
+                self._core.adopt_probes(answers)
+            if self._core.model is None:
+                self._core.adopt_models((await self._send(self._core.models_call())).value)
+
+    async def _probe(self, call: Call) -> Any:
+        try:
+            return (await self._send(call)).value
+        except Exception:  # noqa: BLE001 - a probe that fails never fails the user's call
+            return None
 
     async def _send(self, call: Call) -> Response[Any]:
         while True:
@@ -238,7 +272,6 @@ class AsyncClient:
 
     async def _open(self, call: Call) -> AsyncOpened:
         """Open a stream, retrying while nothing has been yielded yet."""
-        await self._bind_model(call)
         while True:
             try:
                 response, chunks = await self._transport.stream(

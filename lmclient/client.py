@@ -5,13 +5,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import httpx
 
 from . import errors
 from .core import DEFAULT_MAX_RESPONSE_BYTES, Call, ClientCore, StreamState, api_error
-from .dialects import Endpoint
+from .dialects import Endpoint, ServerInfo
 from .params import Prompt, env_api_key, env_base_url
 from .response import Response
 from .stream import Opened, Stream
@@ -42,7 +43,7 @@ class Client:
         model: str | None = None,
         *,
         api_key: str | None = None,
-        dialect: str = "vllm",
+        dialect: str = "auto",
         timeout: float | httpx.Timeout | None = None,
         deadline: float | None = None,
         max_retries: int = 2,
@@ -64,7 +65,7 @@ class Client:
             defaults=defaults,
         )
         self._transport = SyncTransport(http_client)
-        self._model_lock = threading.Lock()
+        self._setup_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"Client({self._core!r})"
@@ -75,7 +76,13 @@ class Client:
 
     @property
     def dialect(self) -> str:
-        return self._core.dialect.name
+        """The dialect in use: ``"auto"`` until the first call has probed the server."""
+        return "auto" if self._core.dialect is None else self._core.dialect.name
+
+    @property
+    def server_info(self) -> ServerInfo | None:
+        """What ``dialect="auto"`` learnt about the server (kind, version, models)."""
+        return self._core.server_info
 
     # -- calls -------------------------------------------------------------------------------
 
@@ -185,12 +192,17 @@ class Client:
         """Stream the answer: iterate for text deltas, ``items()`` for array elements as they
         close, ``value`` for the validated whole. Nothing is sent before the stream
         is entered or iterated; bad input raises here."""
-        call = self._core.prepare("stream", prompt, output_type, endpoint, params, stream=True)
-        return Stream(lambda: self._open(call), StreamState(call))
+        self._core.validate("stream", prompt, output_type, endpoint, params)
+
+        def opener() -> tuple[StreamState, Opened]:
+            call = self._prepare("stream", prompt, output_type, endpoint, params, stream=True)
+            return StreamState(call), self._open(call)
+
+        return Stream(opener)
 
     def models(self) -> list[str]:
         """The ids of the models the server serves (``GET /v1/models``)."""
-        value: list[str] = self._send(self._core.models_call()).value
+        value: list[str] = (self._send(self._core.models_call())).value
         return value
 
     # -- plumbing ------------------------------------------------------------------------------
@@ -203,18 +215,42 @@ class Client:
         endpoint: Endpoint,
         params: dict[str, Any],
     ) -> Response[Any]:
-        call = self._core.prepare(where, prompt, output_type, endpoint, params)
-        self._bind_model(call)
-        return self._send(call)
+        return self._send(self._prepare(where, prompt, output_type, endpoint, params))
 
-    def _bind_model(self, call: Call) -> None:
-        """``model=None``: ask the server once which model it serves (after input was checked)."""
-        if call.needs_model:
-            with self._model_lock:
-                model = self._core.model or self._core.adopt_model(
-                    self._send(self._core.models_call())
-                )
-            call.bind_model(model)
+    def _prepare(
+        self,
+        where: str,
+        prompt: Prompt,
+        output_type: Any,
+        endpoint: Endpoint,
+        params: dict[str, Any],
+        *,
+        stream: bool = False,
+    ) -> Call:
+        """The call's request; on first use, after the set-up requests (input checked first)."""
+        if not self._core.ready:
+            self._core.validate(where, prompt, output_type, endpoint, params)
+            self._setup()
+        return self._core.prepare(where, prompt, output_type, endpoint, params, stream=stream)
+
+    def _setup(self) -> None:
+        """Learn, once, what ``model=None`` and ``dialect="auto"`` leave open."""
+        with self._setup_lock:
+            if self._core.dialect is None:
+                calls = self._core.probe_calls()
+                with ThreadPoolExecutor(len(calls)) as pool:  # probes wait on the network only
+                    answers = list(pool.map(self._probe, calls))
+                if all(a is None for a in answers):  # nothing answered: report why, learn nothing
+                    answers[-1] = (self._send(self._core.models_call())).value
+                self._core.adopt_probes(answers)
+            if self._core.model is None:
+                self._core.adopt_models((self._send(self._core.models_call())).value)
+
+    def _probe(self, call: Call) -> Any:
+        try:
+            return (self._send(call)).value
+        except Exception:  # noqa: BLE001 - a probe that fails never fails the user's call
+            return None
 
     def _send(self, call: Call) -> Response[Any]:
         while True:
@@ -229,7 +265,6 @@ class Client:
 
     def _open(self, call: Call) -> Opened:
         """Open a stream, retrying while nothing has been yielded yet."""
-        self._bind_model(call)
         while True:
             try:
                 response, chunks = self._transport.stream(

@@ -26,7 +26,7 @@ import httpx
 import msgspec
 
 from . import errors
-from .dialects import Dialect, Endpoint, Plan, get_dialect
+from .dialects import PROBE_PATHS, Dialect, Endpoint, Plan, ServerInfo, detect, get_dialect
 from .protocol import (
     ChatCompletion,
     Completion,
@@ -47,6 +47,7 @@ DEFAULT_READ_TIMEOUT = 600.0
 DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 MAX_RETRY_AFTER = 60.0  # a server asking for a longer pause gets an error, not a hung call
+PROBE_TIMEOUT = 2.0  # a server that is up answers a probe at once; one that is not, fails fast
 
 _NUMBER = (int, float)
 # Per-call parameters sent to the server, with the types they accept. A name not here is a
@@ -187,8 +188,11 @@ class ClientCore:
         if max_response_bytes < 1:
             raise ValueError("max_response_bytes must be positive")
         self.base_url = base_url.rstrip("/")
+        self.root_url = self.base_url.removesuffix("/v1")  # where servers answer probes
+        self.host = url.host
         self.model = model
-        self.dialect: Dialect = get_dialect(dialect)
+        self.dialect: Dialect | None = None if dialect == "auto" else get_dialect(dialect)
+        self.server_info: ServerInfo | None = None
         self.timeouts = Timeouts.from_user(timeout)
         self.deadline = deadline
         self.max_retries = max_retries
@@ -201,20 +205,50 @@ class ClientCore:
         self._post_headers = [*self._get_headers, ("content-type", "application/json")]
 
     def __repr__(self) -> str:  # never the API key
-        return f"base_url={self.base_url!r}, model={self.model!r}, dialect={self.dialect.name!r}"
+        dialect = "auto" if self.dialect is None else self.dialect.name
+        return f"base_url={self.base_url!r}, model={self.model!r}, dialect={dialect!r}"
 
-    # -- model discovery ---------------------------------------------------------------------
+    # -- set-up: what model=None and dialect="auto" leave open --------------------------------
 
-    def models_request(self) -> PreparedRequest:
-        return PreparedRequest("GET", self.base_url + "/models", self._get_headers)
+    @property
+    def ready(self) -> bool:
+        """Model and dialect are known, so a call needs no set-up requests first."""
+        return self.model is not None and self.dialect is not None
 
-    def models_call(self) -> Call:
+    def models_call(self, **params: Any) -> Call:
         """A call that lists the served models (``GET /v1/models``)."""
-        return Call(self, self.models_request(), None, None, "models", {})
+        request = PreparedRequest("GET", self.base_url + "/models", self._get_headers)
+        return Call(self, request, None, None, "models", params)
 
-    def adopt_model(self, response: Response[list[str]]) -> str:
+    def probe_calls(self) -> list[Call]:
+        """One short call per probe path, then the model list; a probe is never retried."""
+        quick = {"timeout": PROBE_TIMEOUT, "max_retries": 0}
+        calls = [
+            Call(
+                self,
+                PreparedRequest("GET", self.root_url + path, self._get_headers),
+                None,
+                None,
+                "probe",
+                quick,
+            )
+            for path in PROBE_PATHS
+        ]
+        return [*calls, self.models_call(**quick)]
+
+    def adopt_probes(self, answers: Sequence[Any]) -> ServerInfo:
+        """Choose the dialect from the answers to `probe_calls` (``None`` where one failed)."""
+        *probes, models = answers
+        found = {p: a for p, a in zip(PROBE_PATHS, probes, strict=True) if isinstance(a, dict)}
+        info = detect(self.host, found, models if isinstance(models, list) else [])
+        self.server_info = info
+        self.dialect = get_dialect(info.dialect)
+        if self.model is None and info.models:
+            self.adopt_models(info.models)
+        return info
+
+    def adopt_models(self, names: list[str]) -> str:
         """Use the only model served, as ``model=None`` asks; several or none is an error."""
-        names = response.value
         if len(names) != 1:
             raise errors.LMClientError(
                 f"model=None needs a server with exactly one model; {self.base_url} serves "
@@ -224,6 +258,27 @@ class ClientCore:
         return self.model
 
     # -- calls -----------------------------------------------------------------------------
+
+    def validate(
+        self,
+        where: str,
+        prompt: Any,
+        output_type: Any,
+        endpoint: Endpoint,
+        params: Mapping[str, Any],
+    ) -> OutputSpec[Any]:
+        """Every check of a call's input that needs no server: run before any request."""
+        check_params(where, params, allow_n=where == "create")
+        spec = compile_output(output_type)
+        if endpoint == "chat":
+            _messages(prompt)
+        elif endpoint != "completions":
+            raise ValueError(f"endpoint must be 'chat' or 'completions', not {endpoint!r}")
+        elif not isinstance(prompt, str):
+            raise TypeError("complete() takes a str prompt")
+        if self.dialect is not None:
+            self.dialect.plan(spec, endpoint)  # UnsupportedConstraintError now, not after I/O
+        return spec
 
     def prepare(
         self,
@@ -235,19 +290,16 @@ class ClientCore:
         *,
         stream: bool = False,
     ) -> Call:
-        """Validate a call's input and build its request; raises before anything is sent."""
-        check_params(where, params, allow_n=where == "create")
-        spec = compile_output(output_type)
-        if endpoint not in ("chat", "completions"):
-            raise ValueError(f"endpoint must be 'chat' or 'completions', not {endpoint!r}")
+        """Validate a call's input and build its request, once the client is `ready`; raises
+        before anything is sent."""
+        spec = self.validate(where, prompt, output_type, endpoint, params)
+        assert self.dialect is not None, "set-up (model, dialect) must come first"
         plan = self.dialect.plan(spec, endpoint)
         merged = {**self.defaults, **params} if self.defaults else params
         body: dict[str, Any] = {"model": self.model}
         if endpoint == "chat":
             body["messages"] = _messages(prompt)
         else:
-            if not isinstance(prompt, str):
-                raise TypeError("complete() takes a str prompt")
             body["prompt"] = prompt
         for name, value in merged.items():
             if value is None or name in _CALL_PARAMS:
@@ -297,7 +349,7 @@ class Call:
         request: PreparedRequest,
         spec: OutputSpec[Any] | None,
         plan: Plan | None,
-        endpoint: Literal["chat", "completions", "models"],
+        endpoint: Literal["chat", "completions", "models", "probe"],
         params: Mapping[str, Any],
     ) -> None:
         self.request = request
@@ -312,21 +364,6 @@ class Call:
         self.deadline_at: float | None = None if deadline is None else time.monotonic() + deadline
         self.max_response_bytes = core.max_response_bytes
 
-    @property
-    def needs_model(self) -> bool:
-        """The client was made with ``model=None`` and has not learnt it yet."""
-        return self.request.body is not None and self.request.body.startswith(b'{"model":null')
-
-    def bind_model(self, model: str) -> None:
-        """Fill in the model learnt from ``GET /v1/models`` (once per client, so re-encoding the
-        body here keeps the common path free of it)."""
-        assert self.request.body is not None
-        body = msgspec.json.decode(self.request.body)
-        body["model"] = model
-        self.request = PreparedRequest(
-            self.request.method, self.request.url, self.request.headers, msgspec.json.encode(body)
-        )
-
     def timeouts(self) -> Timeouts:
         """Timeouts of the next attempt, shortened to what is left of the deadline."""
         if self.deadline_at is None:
@@ -340,6 +377,10 @@ class Call:
         """Turn a complete HTTP response into a `Response` or raise its typed error."""
         if status >= 300:
             raise api_error(status, headers, body)
+        if self.endpoint == "probe":
+            return Response(
+                [_decode_wire(dict[str, Any], body)], [""], [None], None, None, None, None
+            )
         if self.endpoint == "models":
             models = _decode_wire(ModelList, body)
             return Response([[m.id for m in models.data]], [""], [None], None, None, None, models)

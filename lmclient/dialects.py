@@ -19,7 +19,16 @@ import msgspec
 from .errors import UnsupportedConstraintError
 from .types import OutputSpec, gbnf_alternation, regex_alternation
 
-__all__ = ["DIALECTS", "Dialect", "Endpoint", "Plan", "get_dialect"]
+__all__ = [
+    "DIALECTS",
+    "PROBE_PATHS",
+    "Dialect",
+    "Endpoint",
+    "Plan",
+    "ServerInfo",
+    "detect",
+    "get_dialect",
+]
 
 Endpoint = Literal["chat", "completions"]
 Fields = dict[str, Any]
@@ -71,7 +80,9 @@ class Dialect:
             )
         native = self._native(spec)
         if native is not None:
-            return Plan(native, spec.decode, emulated=spec.kind == "choice" and not self.native_choice)
+            return Plan(
+                native, spec.decode, emulated=spec.kind == "choice" and not self.native_choice
+            )
         if spec.kind == "grammar":
             able = [d.name for d in DIALECTS.values() if spec.syntax in d.grammar_syntaxes]
             raise UnsupportedConstraintError(
@@ -84,7 +95,9 @@ class Dialect:
             schema, decode = spec.wrapped
             fields = self.schema(schema, spec.name, endpoint)
             return Plan(fields, decode, wrapped=True, emulated=emulated)
-        return Plan(self.schema(spec.schema, spec.name, endpoint), spec.decode_json, emulated=emulated)
+        return Plan(
+            self.schema(spec.schema, spec.name, endpoint), spec.decode_json, emulated=emulated
+        )
 
     def _native(self, spec: OutputSpec[Any]) -> Fields | None:
         if spec.kind == "any" and self.any_json is not None:
@@ -232,3 +245,66 @@ def get_dialect(name: str) -> Dialect:
         raise ValueError(
             f"unknown dialect {name!r}; expected one of: {', '.join(DIALECTS)}"
         ) from None
+
+
+# -- detection (dialect="auto") -------------------------------------------------------------
+
+# Probed once per client, relative to the server root (base_url without "/v1"). Precedence is
+# in `detect`: /version alone is the weakest signal, since other servers may answer it too.
+PROBE_PATHS = ("/version", "/props", "/server_info", "/get_server_info", "/info", "/api/version")
+_VLLM_STRUCTURED_OUTPUTS = (0, 10, 2)  # first release with `structured_outputs`
+
+
+class ServerInfo(msgspec.Struct, frozen=True):
+    """What `dialect="auto"` learnt about the server."""
+
+    kind: str  # vllm, sglang, llamacpp, tgi, ollama, openai, or unknown
+    dialect: str
+    version: str | None = None
+    models: list[str] = []
+
+
+def detect(host: str, probes: dict[str, Any], models: list[str]) -> ServerInfo:
+    """Pick a dialect from the probe answers: ``probes`` maps each path of `PROBE_PATHS` that
+    answered 200 with a JSON object to that object."""
+    if host == "api.openai.com" or host.endswith(".openai.azure.com"):
+        return ServerInfo("openai", "openai", None, models)
+    sglang = probes.get("/server_info") or probes.get("/get_server_info")
+    if sglang is not None:
+        return ServerInfo("sglang", "sglang", _version(sglang.get("version")), models)
+    props = probes.get("/props")
+    if props is not None and ("default_generation_settings" in props or "build_info" in props):
+        return ServerInfo("llamacpp", "llamacpp", _version(props.get("build_info")), models)
+    info = probes.get("/info")
+    if info is not None and "model_id" in info:
+        return ServerInfo("tgi", "tgi", _version(info.get("version")), models)
+    ollama = probes.get("/api/version")
+    if ollama is not None and "version" in ollama:
+        return ServerInfo("ollama", "ollama", _version(ollama.get("version")), models)
+    vllm = probes.get("/version")
+    if vllm is not None and isinstance(vllm.get("version"), str):
+        version = vllm["version"]
+        dialect = "vllm" if _release(version) >= _VLLM_STRUCTURED_OUTPUTS else "vllm-guided"
+        return ServerInfo("vllm", dialect, version, models)
+    return ServerInfo("unknown", "generic", None, models)
+
+
+def _version(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """``"0.10.1.1"`` → (0, 10, 1, 1); ``"0.11.0rc1"`` → (0, 11, 0): enough to compare releases."""
+    parts = []
+    for piece in version.split("."):
+        digits = ""
+        for ch in piece:
+            if not ch.isdigit():
+                break
+            digits += ch
+        if not digits:
+            break
+        parts.append(int(digits))
+        if len(digits) < len(piece):
+            break
+    return tuple(parts)

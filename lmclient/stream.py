@@ -24,6 +24,8 @@ __all__ = ["AsyncStream", "Stream"]
 T = TypeVar("T")
 Opened = tuple[httpx.Response, Iterator[bytes]]
 AsyncOpened = tuple[httpx.Response, AsyncIterator[bytes]]
+Opener = Callable[[], tuple[StreamState, Opened]]
+AsyncOpener = Callable[[], Awaitable[tuple[StreamState, AsyncOpened]]]
 
 
 def _item_decoder(state: StreamState) -> Callable[[str], Any]:
@@ -50,28 +52,33 @@ def _item_decoder(state: StreamState) -> Callable[[str], Any]:
 class _StreamBase(Generic[T]):
     """What both shells report once (or while) the stream is read."""
 
-    _state: StreamState
+    _state: StreamState | None  # created when the stream opens
     _result: Response[T] | None
 
     @property
     def text(self) -> str:
         """The text received so far."""
-        return self._state.text
+        return "" if self._state is None else self._state.text
 
     @property
     def finish_reason(self) -> str | None:
-        return self._state.finish_reason
+        return None if self._state is None else self._state.finish_reason
 
     @property
     def usage(self) -> Usage | None:
-        return self._state.usage
+        return None if self._state is None else self._state.usage
 
     @property
     def events(self) -> int:
         """How many SSE data events arrived."""
-        return self._state.events
+        return 0 if self._state is None else self._state.events
+
+    @property
+    def _done(self) -> bool:
+        return self._state is not None and self._state.done
 
     def _finished(self) -> Response[T]:
+        assert self._state is not None
         if self._result is None:
             self._result = self._state.result()
         return self._result
@@ -80,9 +87,9 @@ class _StreamBase(Generic[T]):
 class Stream(_StreamBase[T]):
     """Iterate for text deltas; `items()` for array elements; `value` for the validated whole."""
 
-    def __init__(self, opener: Callable[[], Opened], state: StreamState) -> None:
+    def __init__(self, opener: Opener) -> None:
         self._opener = opener
-        self._state = state
+        self._state = None
         self._result = None
         self._response: httpx.Response | None = None
         self._deltas: Iterator[str] | None = None
@@ -102,34 +109,36 @@ class Stream(_StreamBase[T]):
         if self._deltas is None:
             if self._closed:
                 raise errors.LMClientError("the stream is closed")
-            self._response, chunks = self._opener()
-            self._deltas = self._read(chunks)
+            self._state, (self._response, chunks) = self._opener()
+            self._deltas = self._read(self._state, chunks)
         return self._deltas
 
-    def _read(self, chunks: Iterator[bytes]) -> Iterator[str]:
+    def _read(self, state: StreamState, chunks: Iterator[bytes]) -> Iterator[str]:
         try:
             for chunk in chunks:
-                yield from self._state.feed(chunk)
-            yield from self._state.end()
+                yield from state.feed(chunk)
+            yield from state.end()
         finally:
             self.close()
 
     def items(self) -> Iterator[T]:
         """Each element of a JSON-array output, validated, as soon as it closes; at the end the
         whole value is validated too (a cut array raises `TruncatedError`)."""
+        deltas = self._iterator()
+        assert self._state is not None
         decode = _item_decoder(self._state)
         splitter = ArrayItems()
-        for delta in self._iterator():
+        for delta in deltas:
             for text in splitter.feed(delta):
                 yield decode(text)
         self.read()
 
     def read(self) -> T:
         """Read the rest of the stream and return the validated value."""
-        if not self._state.done:
+        if not self._done:
             for _ in self._iterator():
                 pass
-            if not self._state.done:
+            if not self._done:
                 raise errors.LMClientError("the stream was closed before it ended")
         return self._finished().value
 
@@ -149,9 +158,9 @@ class Stream(_StreamBase[T]):
 class AsyncStream(_StreamBase[T]):
     """`Stream` for asyncio: ``async with`` / ``async for``; ``await aread()`` for the value."""
 
-    def __init__(self, opener: Callable[[], Awaitable[AsyncOpened]], state: StreamState) -> None:
+    def __init__(self, opener: AsyncOpener) -> None:
         self._opener = opener
-        self._state = state
+        self._state = None
         self._result = None
         self._response: httpx.Response | None = None
         self._deltas: AsyncIterator[str] | None = None
@@ -175,42 +184,44 @@ class AsyncStream(_StreamBase[T]):
         if self._deltas is None:
             if self._closed:
                 raise errors.LMClientError("the stream is closed")
-            self._response, chunks = await self._opener()
-            self._deltas = self._read(chunks)
+            self._state, (self._response, chunks) = await self._opener()
+            self._deltas = self._read(self._state, chunks)
         return self._deltas
 
-    async def _read(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
+    async def _read(self, state: StreamState, chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
         try:
             async for chunk in chunks:
-                for delta in self._state.feed(chunk):
+                for delta in state.feed(chunk):
                     yield delta
-            for delta in self._state.end():
+            for delta in state.end():
                 yield delta
         finally:
             await self.aclose()
 
     async def items(self) -> AsyncIterator[T]:
         """Each element of a JSON-array output, validated, as soon as it closes."""
+        deltas = await self._iterator()
+        assert self._state is not None
         decode = _item_decoder(self._state)
         splitter = ArrayItems()
-        async for delta in await self._iterator():
+        async for delta in deltas:
             for text in splitter.feed(delta):
                 yield decode(text)
         await self.aread()
 
     async def aread(self) -> T:
         """Read the rest of the stream and return the validated value."""
-        if not self._state.done:
+        if not self._done:
             async for _ in await self._iterator():
                 pass
-            if not self._state.done:
+            if not self._done:
                 raise errors.LMClientError("the stream was closed before it ended")
         return self._finished().value
 
     @property
     def value(self) -> T:
         """The validated value once the stream has been read (``await aread()`` reads it)."""
-        if not self._state.done:
+        if not self._done:
             raise errors.LMClientError("the stream is not finished: use `await stream.aread()`")
         return self._finished().value
 

@@ -58,14 +58,14 @@ async def test_generate_and_complete(respx_mock: respx.MockRouter) -> None:
         return_value=_reply("chat", '{"name":"A","age":1}')
     )
     respx_mock.post(BASE + "/completions").mock(return_value=_reply("completions", "4"))
-    async with lmclient.AsyncClient(BASE, model="m") as client:
+    async with lmclient.AsyncClient(BASE, model="m", dialect="vllm") as client:
         assert await client.generate("Invent a person.", Person) == Person("A", 1)
         assert await client.complete("2 + 2 =", int) == 4
 
 
 async def test_bad_parameter_raises_before_any_request(respx_mock: respx.MockRouter) -> None:
     route = respx_mock.post(BASE + "/chat/completions")
-    async with lmclient.AsyncClient(BASE, model="m") as client:
+    async with lmclient.AsyncClient(BASE, model="m", dialect="vllm") as client:
         with pytest.raises(TypeError, match="temprature"):
             await client.generate("Q", temprature=0)  # type: ignore[call-overload]
     assert not route.called
@@ -76,7 +76,7 @@ async def test_model_none_is_resolved_once_under_concurrency(respx_mock: respx.M
         return_value=httpx.Response(200, json={"data": [{"id": "only"}]})
     )
     respx_mock.post(BASE + "/chat/completions").mock(return_value=_reply("chat", "x"))
-    async with lmclient.AsyncClient(BASE) as client:
+    async with lmclient.AsyncClient(BASE, dialect="vllm") as client:
         await asyncio.gather(*(client.generate("Q") for _ in range(10)))
         assert client.model == "only"
     assert models.call_count == 1
@@ -85,7 +85,9 @@ async def test_model_none_is_resolved_once_under_concurrency(respx_mock: respx.M
 async def test_user_http_client_is_used_and_not_closed(respx_mock: respx.MockRouter) -> None:
     route = respx_mock.post(BASE + "/chat/completions").mock(return_value=_reply("chat", "x"))
     async with httpx.AsyncClient(headers={"x-team": "a"}) as http:
-        async with lmclient.AsyncClient(BASE, model="m", http_client=http) as client:
+        async with lmclient.AsyncClient(
+            BASE, model="m", dialect="vllm", http_client=http
+        ) as client:
             await client.generate("Q")
         assert not http.is_closed
     assert route.calls.last.request.headers["x-team"] == "a"
@@ -95,7 +97,9 @@ async def test_api_key_never_in_errors(respx_mock: respx.MockRouter) -> None:
     respx_mock.post(BASE + "/chat/completions").mock(
         return_value=httpx.Response(401, json={"error": "Unauthorized"})
     )
-    async with lmclient.AsyncClient(BASE, model="m", api_key="sk-very-secret") as client:
+    async with lmclient.AsyncClient(
+        BASE, model="m", dialect="vllm", api_key="sk-very-secret"
+    ) as client:
         assert "sk-very-secret" not in repr(client)
         with pytest.raises(lmclient.AuthenticationError) as info:
             await client.generate("Q")

@@ -62,7 +62,7 @@ def test_generate_and_complete_return_values(respx_mock: respx.MockRouter) -> No
         return_value=_reply("chat", '{"name":"A","age":1}')
     )
     respx_mock.post(BASE + "/completions").mock(return_value=_reply("completions", "4"))
-    with lmclient.Client(BASE, model="m") as client:
+    with lmclient.Client(BASE, model="m", dialect="vllm") as client:
         assert client.generate("Invent a person.", Person) == Person("A", 1)
         assert client.complete("2 + 2 =", int) == 4
 
@@ -70,13 +70,15 @@ def test_generate_and_complete_return_values(respx_mock: respx.MockRouter) -> No
 def test_messages_are_sent_as_given(respx_mock: respx.MockRouter) -> None:
     route = respx_mock.post(BASE + "/chat/completions").mock(return_value=_reply("chat", "hi"))
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
-    assert lmclient.Client(BASE, model="m").generate(messages) == "hi"
+    assert lmclient.Client(BASE, model="m", dialect="vllm").generate(messages) == "hi"
     assert json.loads(route.calls.last.request.content)["messages"] == messages
 
 
 def test_parameters_defaults_and_extra_body_in_the_body(respx_mock: respx.MockRouter) -> None:
     route = respx_mock.post(BASE + "/chat/completions").mock(return_value=_reply("chat", "x"))
-    client = lmclient.Client(BASE, model="m", defaults={"temperature": 0, "max_tokens": 512})
+    client = lmclient.Client(
+        BASE, model="m", dialect="vllm", defaults={"temperature": 0, "max_tokens": 512}
+    )
     client.generate(
         "Q",
         max_tokens=7,
@@ -109,7 +111,7 @@ def test_parameters_defaults_and_extra_body_in_the_body(respx_mock: respx.MockRo
 
 def test_completions_logprobs_use_the_legacy_number(respx_mock: respx.MockRouter) -> None:
     route = respx_mock.post(BASE + "/completions").mock(return_value=_reply("completions", "x"))
-    lmclient.Client(BASE, model="m").complete("Q", logprobs=True, top_logprobs=3)
+    lmclient.Client(BASE, model="m", dialect="vllm").complete("Q", logprobs=True, top_logprobs=3)
     assert json.loads(route.calls.last.request.content)["logprobs"] == 3
 
 
@@ -131,21 +133,21 @@ def test_bad_parameters_raise_before_any_request(
 ) -> None:
     route = respx_mock.post(BASE + "/chat/completions")
     with pytest.raises(error):
-        lmclient.Client(BASE, model="m").generate("Q", **kwargs)
+        lmclient.Client(BASE, model="m", dialect="vllm").generate("Q", **kwargs)
     assert not route.called
 
 
 def test_bad_defaults_raise_at_construction() -> None:
     with pytest.raises(TypeError, match="temprature"):
-        lmclient.Client(BASE, model="m", defaults={"temprature": 0})
+        lmclient.Client(BASE, model="m", dialect="vllm", defaults={"temprature": 0})
 
 
 def test_bad_output_type_raises_before_any_request(respx_mock: respx.MockRouter) -> None:
     route = respx_mock.post(BASE + "/chat/completions")
     with pytest.raises(TypeError, match="output type"):
-        lmclient.Client(BASE, model="m").generate("Q", object)
+        lmclient.Client(BASE, model="m", dialect="vllm").generate("Q", object)
     with pytest.raises(TypeError):
-        lmclient.Client(BASE, model="m").generate(42)  # type: ignore[call-overload]
+        lmclient.Client(BASE, model="m", dialect="vllm").generate(42)  # type: ignore[call-overload]
     assert not route.called
 
 
@@ -154,7 +156,7 @@ def test_model_none_asks_the_server_once(respx_mock: respx.MockRouter) -> None:
         return_value=httpx.Response(200, json={"object": "list", "data": [{"id": "only"}]})
     )
     route = respx_mock.post(BASE + "/chat/completions").mock(return_value=_reply("chat", "x"))
-    client = lmclient.Client(BASE)
+    client = lmclient.Client(BASE, dialect="vllm")
     client.generate("a")
     client.generate("b")
     assert models.call_count == 1
@@ -167,7 +169,7 @@ def test_model_none_with_several_models_is_a_clear_error(respx_mock: respx.MockR
         return_value=httpx.Response(200, json={"data": [{"id": "a"}, {"id": "b"}]})
     )
     with pytest.raises(lmclient.LMClientError, match="a, b"):
-        lmclient.Client(BASE).generate("Q")
+        lmclient.Client(BASE, dialect="vllm").generate("Q")
 
 
 def test_env_fallbacks(monkeypatch: pytest.MonkeyPatch, respx_mock: respx.MockRouter) -> None:
@@ -176,7 +178,7 @@ def test_env_fallbacks(monkeypatch: pytest.MonkeyPatch, respx_mock: respx.MockRo
     monkeypatch.setenv("OPENAI_API_KEY", "sk-openai")
     monkeypatch.setenv("LMCLIENT_API_KEY", "sk-lmclient")
     route = respx_mock.post(BASE + "/chat/completions").mock(return_value=_reply("chat", "x"))
-    lmclient.Client(model="m").generate("Q")
+    lmclient.Client(model="m", dialect="vllm").generate("Q")
     assert route.calls.last.request.headers["authorization"] == "Bearer sk-lmclient"
 
 
@@ -191,7 +193,7 @@ def test_api_key_never_in_repr_or_errors(respx_mock: respx.MockRouter) -> None:
     respx_mock.post(BASE + "/chat/completions").mock(
         return_value=httpx.Response(401, json={"error": "Unauthorized"})
     )
-    client = lmclient.Client(BASE, model="m", api_key="sk-very-secret")
+    client = lmclient.Client(BASE, model="m", dialect="vllm", api_key="sk-very-secret")
     assert "sk-very-secret" not in repr(client)
     with pytest.raises(lmclient.AuthenticationError) as info:
         client.generate("Q")
@@ -201,7 +203,7 @@ def test_api_key_never_in_repr_or_errors(respx_mock: respx.MockRouter) -> None:
 def test_user_http_client_is_used_and_not_closed(respx_mock: respx.MockRouter) -> None:
     route = respx_mock.post(BASE + "/chat/completions").mock(return_value=_reply("chat", "x"))
     with httpx.Client(headers={"x-team": "a"}) as http:
-        with lmclient.Client(BASE, model="m", http_client=http) as client:
+        with lmclient.Client(BASE, model="m", dialect="vllm", http_client=http) as client:
             client.generate("Q")
         assert not http.is_closed
     assert route.calls.last.request.headers["x-team"] == "a"
@@ -212,7 +214,7 @@ def test_n_choices_are_all_validated(respx_mock: respx.MockRouter) -> None:
     body["choices"][2]["message"]["content"] = "x"
     respx_mock.post(BASE + "/chat/completions").mock(return_value=httpx.Response(200, json=body))
     with pytest.raises(lmclient.ValidationError) as info:
-        lmclient.Client(BASE, model="m").create("Q", int, n=3)
+        lmclient.Client(BASE, model="m", dialect="vllm").create("Q", int, n=3)
     assert info.value.attempts == ["1", "1", "x"]
 
 
@@ -224,7 +226,9 @@ def test_response_fields(respx_mock: respx.MockRouter) -> None:
         ]
     }
     respx_mock.post(BASE + "/chat/completions").mock(return_value=httpx.Response(200, json=body))
-    response = lmclient.Client(BASE, model="m").create("Q", Literal["yes", "no"], n=2)
+    response = lmclient.Client(BASE, model="m", dialect="vllm").create(
+        "Q", Literal["yes", "no"], n=2
+    )
     assert response.values == ["yes", "yes"] and response.texts == ["yes", "yes"]
     assert (
         response.finish_reason == "stop" and response.id == "chatcmpl-1" and response.model == "m"

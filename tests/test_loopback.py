@@ -332,13 +332,15 @@ def test_users_default_respx_mock_intercepts_both_clients() -> None:
                 else json.dumps(body).encode(),
             )
         )
-        with lmclient.Client("http://llm.test/v1", model="m") as client:
+        with lmclient.Client("http://llm.test/v1", model="m", dialect="vllm") as client:
             assert client.generate("2+2?", int) == 4
             with client.stream("2+2?", int) as s:
                 assert s.value == 4
 
         async def run() -> None:
-            async with lmclient.AsyncClient("http://llm.test/v1", model="m") as aclient:
+            async with lmclient.AsyncClient(
+                "http://llm.test/v1", model="m", dialect="vllm"
+            ) as aclient:
                 assert await aclient.generate("2+2?", int) == 4
                 async with aclient.stream("2+2?", int) as s:
                     assert await s.aread() == 4

@@ -193,7 +193,7 @@ def test_stream_text(respx_mock: respx.MockRouter) -> None:
     respx_mock.post(BASE + "/chat/completions").mock(
         return_value=sse_response(text_stream("Hello world"))
     )
-    with lmclient.Client(BASE, model="m") as client, client.stream("Say hi.") as s:
+    with lmclient.Client(BASE, model="m", dialect="vllm") as client, client.stream("Say hi.") as s:
         assert "".join(s) == "Hello world"
     assert (s.value, s.text, s.finish_reason) == ("Hello world", "Hello world", "stop")
 
@@ -201,7 +201,7 @@ def test_stream_text(respx_mock: respx.MockRouter) -> None:
 def test_stream_items_and_value(respx_mock: respx.MockRouter) -> None:
     text = '[{"name": "A", "age": 1}, {"name": "B", "age": 2}]'
     respx_mock.post(BASE + "/chat/completions").mock(return_value=sse_response(text_stream(text)))
-    with lmclient.Client(BASE, model="m").stream("People", list[Person]) as s:
+    with lmclient.Client(BASE, model="m", dialect="vllm").stream("People", list[Person]) as s:
         assert list(s.items()) == [Person("A", 1), Person("B", 2)]
     assert s.value == [Person("A", 1), Person("B", 2)]
 
@@ -220,7 +220,7 @@ def test_malformed_item_raises_at_that_item(respx_mock: respx.MockRouter) -> Non
     seen = []
     with (
         pytest.raises(errors.ValidationError) as info,
-        lmclient.Client(BASE, model="m").stream("P", list[Person]) as s,
+        lmclient.Client(BASE, model="m", dialect="vllm").stream("P", list[Person]) as s,
     ):
         seen.extend(s.items())
     assert seen == [Person("A", 1)]
@@ -230,7 +230,7 @@ def test_malformed_item_raises_at_that_item(respx_mock: respx.MockRouter) -> Non
 def test_items_needs_an_array_type(respx_mock: respx.MockRouter) -> None:
     respx_mock.post(BASE + "/chat/completions").mock(return_value=sse_response(text_stream("1")))
     with (
-        lmclient.Client(BASE, model="m").stream("N", int) as s,
+        lmclient.Client(BASE, model="m", dialect="vllm").stream("N", int) as s,
         pytest.raises(TypeError, match="items"),
     ):
         next(iter(s.items()))
@@ -240,7 +240,7 @@ def test_value_reads_the_rest(respx_mock: respx.MockRouter) -> None:
     respx_mock.post(BASE + "/chat/completions").mock(
         return_value=sse_response(text_stream("12345"))
     )
-    with lmclient.Client(BASE, model="m").stream("N", int) as s:
+    with lmclient.Client(BASE, model="m", dialect="vllm").stream("N", int) as s:
         assert next(iter(s)) == "123"  # the empty role delta is not yielded
         assert s.value == 12345
 
@@ -251,7 +251,7 @@ def test_error_status_at_open_raises_before_iteration(respx_mock: respx.MockRout
     )
     with (
         pytest.raises(errors.BadRequestError, match="bad schema"),
-        lmclient.Client(BASE, model="m").stream("Q"),
+        lmclient.Client(BASE, model="m", dialect="vllm").stream("Q"),
     ):
         pass
 
@@ -263,7 +263,7 @@ def test_stream_is_retried_before_it_yields(respx_mock: respx.MockRouter) -> Non
             sse_response(text_stream("ok")),
         ]
     )
-    with lmclient.Client(BASE, model="m").stream("Q") as s:
+    with lmclient.Client(BASE, model="m", dialect="vllm").stream("Q") as s:
         assert s.read() == "ok"
     assert route.call_count == 2
 
@@ -271,7 +271,7 @@ def test_stream_is_retried_before_it_yields(respx_mock: respx.MockRouter) -> Non
 def test_stream_bad_input_raises_at_once(respx_mock: respx.MockRouter) -> None:
     route = respx_mock.post(BASE + "/chat/completions")
     with pytest.raises(TypeError):
-        lmclient.Client(BASE, model="m").stream("Q", max_token=3)  # type: ignore[call-overload]
+        lmclient.Client(BASE, model="m", dialect="vllm").stream("Q", max_token=3)  # type: ignore[call-overload]
     assert not route.called
 
 
@@ -282,7 +282,7 @@ def test_stream_with_model_none(respx_mock: respx.MockRouter) -> None:
     route = respx_mock.post(BASE + "/chat/completions").mock(
         return_value=sse_response(text_stream("ok"))
     )
-    with lmclient.Client(BASE).stream("Q") as s:
+    with lmclient.Client(BASE, dialect="vllm").stream("Q") as s:
         assert s.read() == "ok"
     assert json.loads(route.calls.last.request.content)["model"] == "solo"
 
@@ -290,7 +290,7 @@ def test_stream_with_model_none(respx_mock: respx.MockRouter) -> None:
 async def test_async_stream_text_items_and_value(respx_mock: respx.MockRouter) -> None:
     text = '[{"name": "A", "age": 1}, {"name": "B", "age": 2}]'
     respx_mock.post(BASE + "/chat/completions").mock(return_value=sse_response(text_stream(text)))
-    async with lmclient.AsyncClient(BASE, model="m") as client:
+    async with lmclient.AsyncClient(BASE, model="m", dialect="vllm") as client:
         async with client.stream("People", list[Person]) as s:
             assert [p async for p in s.items()] == [Person("A", 1), Person("B", 2)]
         assert s.value == [Person("A", 1), Person("B", 2)]
@@ -301,7 +301,10 @@ async def test_async_stream_text_items_and_value(respx_mock: respx.MockRouter) -
 
 async def test_async_value_before_the_end_says_how(respx_mock: respx.MockRouter) -> None:
     respx_mock.post(BASE + "/chat/completions").mock(return_value=sse_response(text_stream("7")))
-    async with lmclient.AsyncClient(BASE, model="m") as client, client.stream("N", int) as s:
+    async with (
+        lmclient.AsyncClient(BASE, model="m", dialect="vllm") as client,
+        client.stream("N", int) as s,
+    ):
         with pytest.raises(errors.LMClientError, match="aread"):
             _ = s.value
         assert await s.aread() == 7

@@ -1,0 +1,168 @@
+"""`dialect="auto"`: the pure decision from probe answers, and both clients probing a real
+loopback server that impersonates each kind of server."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+import pytest
+
+import lmclient
+from lmclient.dialects import ServerInfo, _release, detect
+from lmclient.testing import FakeLLM
+from tests.conftest import LLAMACPP_LIVE
+
+LLAMACPP_PROPS = json.loads((LLAMACPP_LIVE / "props.response.json").read_text())
+
+# What each server kind answers on its probe path (the parts lmclient reads).
+SERVERS: dict[str, tuple[dict[str, Any], str, str | None]] = {
+    "vllm": ({"/version": {"version": "0.33.0"}}, "vllm", "0.33.0"),
+    "vllm-0.10.2": ({"/version": {"version": "0.10.2"}}, "vllm", "0.10.2"),
+    "vllm-old": ({"/version": {"version": "0.10.1.1"}}, "vllm-guided", "0.10.1.1"),
+    "vllm-0.6": ({"/version": {"version": "0.6.3.post1"}}, "vllm-guided", "0.6.3.post1"),
+    "sglang": (
+        {
+            "/server_info": {"version": "0.5.23", "model_path": "m"},
+            "/version": {"version": "0.5.23"},
+        },
+        "sglang",
+        "0.5.23",
+    ),
+    "sglang-old": ({"/get_server_info": {"version": "0.4.4"}}, "sglang", "0.4.4"),
+    "llamacpp": ({"/props": LLAMACPP_PROPS}, "llamacpp", LLAMACPP_PROPS.get("build_info")),
+    "tgi": ({"/info": {"model_id": "google/gemma-3-4b-it", "version": "3.3.6"}}, "tgi", "3.3.6"),
+    "ollama": ({"/api/version": {"version": "0.33.0"}}, "ollama", "0.33.0"),
+    "none": ({}, "generic", None),
+}
+
+
+@pytest.mark.parametrize("name", list(SERVERS))
+def test_detect_picks_the_dialect(name: str) -> None:
+    probes, dialect, version = SERVERS[name]
+    info = detect("127.0.0.1", probes, ["m"])
+    assert (info.dialect, info.version, info.models) == (dialect, version, ["m"])
+    assert info.kind == ("unknown" if name == "none" else name.split("-")[0])
+
+
+def test_openai_is_known_by_host() -> None:
+    assert detect("api.openai.com", {}, []) == ServerInfo("openai", "openai", None, [])
+
+
+@pytest.mark.parametrize(
+    ("version", "release"),
+    [("0.10.1.1", (0, 10, 1, 1)), ("0.11.0rc1", (0, 11, 0)), ("1.0", (1, 0)), ("dev", ())],
+)
+def test_release_parsing(version: str, release: tuple[int, ...]) -> None:
+    assert _release(version) == release
+
+
+def impersonate(name: str) -> FakeLLM:
+    fake = FakeLLM()
+    for path, body in SERVERS[name][0].items():
+        fake.add_route("GET", path, body)
+    return fake
+
+
+def _choice_fields(body: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if k not in ("model", "messages")}
+
+
+EXPECTED_CHOICE = {
+    "vllm": {"structured_outputs": {"choice": ["yes", "no"]}},
+    "vllm-guided": {"guided_choice": ["yes", "no"]},
+    "sglang": {"regex": "(?:yes|no)"},
+    "llamacpp": {"grammar": 'root ::= "yes" | "no"'},
+    "tgi": {"response_format": {"type": "regex", "value": "(?:yes|no)"}},
+    "ollama": {
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "choice", "schema": {"type": "string", "enum": ["yes", "no"]}},
+        }
+    },
+}
+EXPECTED_CHOICE["generic"] = EXPECTED_CHOICE["ollama"]
+
+
+def _reply_for(dialect: str) -> str:
+    return '"yes"' if dialect in ("generic", "ollama") else "yes"
+
+
+@pytest.mark.parametrize("name", list(SERVERS))
+def test_sync_client_detects_once_and_uses_the_dialect(name: str) -> None:
+    fake = impersonate(name)
+    dialect = SERVERS[name][1]
+    fake.reply(_reply_for(dialect))
+    with fake.serve() as url, lmclient.Client(url) as client:
+        assert client.dialect == "auto"
+        assert client.generate("Q", Literal["yes", "no"]) == "yes"
+        assert client.generate("Q", Literal["yes", "no"]) == "yes"
+        assert client.dialect == dialect
+        assert client.server_info is not None and client.server_info.models == ["fake-model"]
+        assert client.model == "fake-model"
+    probes = [r for r in fake.requests if r.method == "GET"]
+    assert len(probes) == 7  # six probe paths and the model list, once
+    chats = [r for r in fake.requests if r.endpoint == "chat"]
+    assert [_choice_fields(r.body) for r in chats] == [EXPECTED_CHOICE[dialect]] * 2
+
+
+@pytest.mark.parametrize("name", ["vllm", "llamacpp", "none"])
+async def test_async_client_detects_once(name: str) -> None:
+    fake = impersonate(name)
+    dialect = SERVERS[name][1]
+    fake.reply(_reply_for(dialect))
+    with fake.serve() as url:
+        async with lmclient.AsyncClient(url) as client:
+            import asyncio
+
+            values = await asyncio.gather(
+                *(client.generate("Q", Literal["yes", "no"]) for _ in range(8))
+            )
+            assert values == ["yes"] * 8
+            assert client.dialect == dialect
+    assert len([r for r in fake.requests if r.method == "GET"]) == 7
+
+
+def test_grammar_on_an_unknown_server_names_the_dialects_that_work() -> None:
+    fake = impersonate("none")
+    with fake.serve() as url, lmclient.Client(url) as client:
+        with pytest.raises(lmclient.UnsupportedConstraintError, match="dialect= values that can"):
+            client.generate("Q", lmclient.Grammar('root ::= "a"'))
+    assert not [r for r in fake.requests if r.endpoint == "chat"]
+
+
+def test_failing_probes_never_fail_the_call() -> None:
+    fake = impersonate("llamacpp")
+    fake.add_route("GET", "/version", "<html>oops</html>", status=500)
+    fake.add_route("GET", "/info", "not json")
+    fake.reply("yes")
+    with fake.serve() as url, lmclient.Client(url) as client:
+        assert client.generate("Q", Literal["yes", "no"]) == "yes"
+        assert client.dialect == "llamacpp"
+
+
+def test_bad_input_raises_before_any_probe() -> None:
+    fake = FakeLLM()
+    with fake.serve() as url, lmclient.Client(url) as client:
+        with pytest.raises(TypeError):
+            client.generate("Q", temprature=1)  # type: ignore[call-overload]
+        with pytest.raises(TypeError):
+            client.stream("Q", object)
+    assert fake.requests == []
+
+
+def test_unreachable_server_fails_the_call_and_learns_nothing() -> None:
+    with FakeLLM().serve() as url:
+        pass  # the server is gone: its port refuses connections
+    with lmclient.Client(url, max_retries=0) as client:
+        with pytest.raises(lmclient.APIConnectionError):
+            client.generate("Q")
+        assert client.dialect == "auto" and client.server_info is None
+
+
+def test_explicit_dialect_sends_no_probe() -> None:
+    fake = FakeLLM()
+    fake.reply("yes")
+    with fake.serve() as url, lmclient.Client(url, model="fake-model", dialect="vllm") as client:
+        client.generate("Q", Literal["yes", "no"])
+    assert [r.endpoint for r in fake.requests] == ["chat"]
