@@ -47,7 +47,9 @@ def cell(dialect: str, output_type: Any, endpoint: Literal["chat", "completions"
         plan = DIALECTS[dialect].plan(compile_output(output_type), endpoint)
     except UnsupportedConstraintError:
         return "refused"
-    notes = [name for name, flag in (("emulated", plan.emulated), ("wrapped", plan.wrapped)) if flag]
+    notes = [
+        name for name, flag in (("emulated", plan.emulated), ("wrapped", plan.wrapped)) if flag
+    ]
     return f"`{_field(plan.fields)}`" + (f" ({', '.join(notes)})" if notes else "")
 
 
