@@ -58,7 +58,7 @@ def test_release_parsing(version: str, release: tuple[int, ...]) -> None:
 
 
 def impersonate(name: str) -> FakeLLM:
-    fake = FakeLLM()
+    fake = FakeLLM(server="generic")  # the probe answers come from SERVERS
     for path, body in SERVERS[name][0].items():
         fake.add_route("GET", path, body)
     return fake
@@ -139,6 +139,16 @@ def test_failing_probes_never_fail_the_call() -> None:
     with fake.serve() as url, lmclient.Client(url) as client:
         assert client.generate("Q", Literal["yes", "no"]) == "yes"
         assert client.dialect == "llamacpp"
+
+
+@pytest.mark.parametrize(
+    "kind", ["vllm", "vllm-guided", "sglang", "llamacpp", "tgi", "ollama", "generic"]
+)
+def test_fake_impersonates_each_server_kind(kind: str) -> None:
+    fake = FakeLLM(server=kind)  # no script: replies are generated from each constraint
+    with fake.serve() as url, lmclient.Client(url) as client:
+        assert client.generate("Q", Literal["yes", "no"]) in ("yes", "no")
+        assert client.dialect == kind
 
 
 def test_bad_input_raises_before_any_probe() -> None:

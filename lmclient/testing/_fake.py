@@ -43,6 +43,17 @@ __all__ = ["FakeLLM"]
 
 CREATED = 1_700_000_000  # a fixed "created" timestamp keeps whole bodies comparable in tests
 
+# What each impersonated server kind answers on the probe path that identifies it (the parts
+# a client reads to pick a dialect); "generic" answers none, like an unknown server.
+PROBES: dict[str, tuple[str, dict[str, Any]]] = {
+    "vllm": ("/version", {"version": "0.33.0"}),
+    "vllm-guided": ("/version", {"version": "0.10.1.1"}),
+    "sglang": ("/server_info", {"version": "0.5.23"}),
+    "llamacpp": ("/props", {"default_generation_settings": {}, "build_info": "b11434-515e855"}),
+    "tgi": ("/info", {"model_id": "fake-model", "version": "3.3.6"}),
+    "ollama": ("/api/version", {"version": "0.33.0"}),
+}
+
 
 class FakeLLM:
     """A fake OpenAI-compatible LLM server for tests.
@@ -61,6 +72,9 @@ class FakeLLM:
     is written, in the thread writing the stream, so a test can pace a stream with a
     ``threading.Event``; ``on_request(request)`` runs before any request is answered.
 
+    ``server`` is the kind of server it impersonates on the probe endpoints that clients use to
+    pick a dialect (``"vllm"`` by default; ``"generic"`` answers none of them).
+
     Mount it with ``with fake.serve() as base_url:`` (a real HTTP server on 127.0.0.1) or
     ``with fake.mock() as base_url:`` (respx routes for any httpx client).
     """
@@ -69,6 +83,7 @@ class FakeLLM:
         self,
         models: Iterable[str] = ("fake-model",),
         *,
+        server: str = "vllm",
         seed: int = 0,
         default_text: str = "This is a fake reply.",
         base_url: str | None = None,
@@ -96,6 +111,11 @@ class FakeLLM:
         self._ids = itertools.count(1)
         self._in_flight = 0
         self._max_in_flight = 0
+        if server != "generic":
+            if server not in PROBES:
+                raise ValueError(f"server must be one of {[*PROBES, 'generic']}, not {server!r}")
+            path, body = PROBES[server]
+            self.add_route("GET", path, body)
 
     # -- scripting -------------------------------------------------------------------------
 

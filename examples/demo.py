@@ -1,0 +1,138 @@
+"""lmclient's main job, end to end: typed, validated values from a real local model.
+
+    make demo                          # builds llama.cpp + Gemma 3 270M on first run, then runs
+    python examples/demo.py --url URL  # against a server you already run (dialect detected)
+    python examples/demo.py --fake     # against lmclient.testing.FakeLLM (no model, instant)
+
+One call per output kind, each printed with its value and the time it took. The model is tiny
+(270M parameters, a base model): the *content* is often silly, but constrained decoding plus
+client-side validation guarantee the *type*.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+import lmclient
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Person(msgspec.Struct):
+    name: str = msgspec.field(default="")
+    age: int = 0
+
+
+class City(msgspec.Struct):
+    name: str
+    country: str
+
+
+# Bounded fields keep a small model from rambling until max_tokens.
+ShortName = msgspec.Meta(max_length=24)
+
+
+class Pet(msgspec.Struct):
+    name: str
+    species: Literal["cat", "dog", "bird", "fish"]
+    age: int
+
+
+YES_NO_MAYBE = lmclient.Grammar('root ::= ("yes" | "no" | "maybe") "!"')
+
+
+def show(label: str, started: float, value: object) -> None:
+    print(f"  {label:<34} {time.perf_counter() - started:6.2f} s   {value!r}", flush=True)
+
+
+def run(client: lmclient.Client) -> None:
+    t = time.perf_counter()
+    person = client.generate(
+        "Invent a person. Answer in JSON.", Person, max_tokens=96, temperature=0
+    )
+    show("msgspec.Struct -> Person", t, person)
+
+    t = time.perf_counter()
+    mood = client.generate(
+        "Is the sky blue? Answer yes or no.", Literal["yes", "no"], temperature=0
+    )
+    show('Literal["yes", "no"]', t, mood)
+
+    t = time.perf_counter()
+    n = client.complete("2 + 2 =", int, max_tokens=8, temperature=0)
+    show("int (completions endpoint)", t, n)
+
+    t = time.perf_counter()
+    print(f"  {'list[Pet], streamed with items()':<34}", flush=True)
+    with client.stream("List three pets as JSON.", list[Pet], max_tokens=200, temperature=0) as s:
+        for pet in s.items():
+            show("    item", t, pet)
+    show("    whole list", t, s.value)
+
+    t = time.perf_counter()
+    answer = client.generate("Will it rain tomorrow?", YES_NO_MAYBE, max_tokens=8, temperature=0)
+    show("GBNF Grammar", t, answer)
+
+    t = time.perf_counter()
+    print(f"  {'free text, streamed':<34} ", end="", flush=True)
+    with client.stream("Write one sentence about the sea.", max_tokens=40, temperature=0.7) as s:
+        for delta in s:
+            print(delta, end="", flush=True)
+    print()
+    show("    finish / usage", t, (s.finish_reason, s.usage))
+
+
+@contextlib.contextmanager
+def llamacpp_server() -> Iterator[str]:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import llamacpp  # the project's installer/launcher: stdlib only
+
+    started = time.perf_counter()
+    llamacpp.ensure_installed()  # first run: builds llama-server (~15 min on 2 cores), cached
+    with llamacpp.LlamaServer() as server:
+        print(f"llama-server ready on {server.base_url} in {time.perf_counter() - started:.1f} s\n")
+        yield server.base_url
+
+
+@contextlib.contextmanager
+def fake_server() -> Iterator[str]:
+    from lmclient.testing import FakeLLM
+
+    fake = FakeLLM(models=["fake-model"])
+    fake.reply("maybe!", when=lambda request: "rain" in request.prompt)
+    with fake.serve() as url:
+        yield url
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--url", help="an OpenAI-compatible base URL (…/v1) to run against")
+    where.add_argument("--fake", action="store_true", help="run against lmclient.testing.FakeLLM")
+    args = parser.parse_args()
+    if args.url:
+        server: contextlib.AbstractContextManager[str] = contextlib.nullcontext(args.url)
+    elif args.fake:
+        server = fake_server()
+    else:
+        server = llamacpp_server()
+    with server as url, lmclient.Client(url) as client:
+        started = time.perf_counter()
+        run(client)
+        print(
+            f"\n{client.server_info!r}\nall values validated in {time.perf_counter() - started:.1f} s"
+        )
+
+
+if __name__ == "__main__":
+    main()
