@@ -129,9 +129,8 @@ def main() -> None:
     with server as url, lmclient.Client(url) as client:
         started = time.perf_counter()
         run(client)
-        print(
-            f"\n{client.server_info!r}\nall values validated in {time.perf_counter() - started:.1f} s"
-        )
+        elapsed = time.perf_counter() - started
+        print(f"\n{client.server_info!r}\nall values validated in {elapsed:.1f} s")
 
 
 if __name__ == "__main__":

@@ -125,9 +125,12 @@ async def test_async_client_detects_once(name: str) -> None:
 
 def test_grammar_on_an_unknown_server_names_the_dialects_that_work() -> None:
     fake = impersonate("none")
-    with fake.serve() as url, lmclient.Client(url) as client:
-        with pytest.raises(lmclient.UnsupportedConstraintError, match="dialect= values that can"):
-            client.generate("Q", lmclient.Grammar('root ::= "a"'))
+    with (
+        fake.serve() as url,
+        lmclient.Client(url) as client,
+        pytest.raises(lmclient.UnsupportedConstraintError, match="dialect= values that can"),
+    ):
+        client.generate("Q", lmclient.Grammar('root ::= "a"'))
     assert not [r for r in fake.requests if r.endpoint == "chat"]
 
 

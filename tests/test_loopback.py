@@ -33,14 +33,13 @@ def url(fake: FakeLLM) -> Iterator[str]:
 
 
 def pool_connections(client: lmclient.Client | lmclient.AsyncClient) -> list[Any]:
-    """The httpcore connections of the client's own transport."""
-    transport = client._transport._transport
-    assert transport is not None
-    return list(transport._pool.connections)
+    """The open connections of the client's own transport, idle and checked out."""
+    return client._transport._pool.connections()
 
 
 def checked_out(client: lmclient.Client | lmclient.AsyncClient) -> int:
-    return sum(1 for c in pool_connections(client) if not c.is_idle() and not c.is_closed())
+    """Connections handed to a request or stream and not yet given back (or closed)."""
+    return len(client._transport._pool.in_use)
 
 
 def _prompt(endpoint: str) -> dict[str, Any]:
