@@ -525,6 +525,7 @@ def _deep_schema(depth: int) -> dict[str, Any]:
         {"minimum": "0"},
         {"minimum": True},
         {"exclusiveMaximum": "1"},
+        {"exclusiveMinimum": None},
         {"multipleOf": 0},
         {"multipleOf": -1},
         {"pattern": "("},
@@ -585,6 +586,8 @@ def test_schema_definition_error_names_the_location() -> None:
         SchemaDefinitionError, match=re.escape("at `#/properties/a~1b`: `minLength`")
     ):
         compile_schema({"properties": {"a/b": {"minLength": {"x": -1}}}})
+    with pytest.raises(SchemaDefinitionError, match="`exclusiveMaximum` must be a number"):
+        compile_schema({"exclusiveMaximum": "1"})
     with pytest.raises(SchemaDefinitionError, match="cycle"):
         compile_schema({"$ref": "#"})
 
