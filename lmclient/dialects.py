@@ -105,6 +105,13 @@ class Dialect:
         if spec.kind == "regex" and self.regex is not None:
             assert spec.pattern is not None
             return self.regex(spec.pattern)
+        if (
+            spec.kind == "regex"
+            and spec.grammar
+            and self.grammar
+            and "gbnf" in self.grammar_syntaxes
+        ):
+            return self.grammar(spec.grammar)  # a scalar's exact GBNF where there is no regex
         if spec.kind == "choice" and self.choice is not None:
             return self.choice(spec.options)
         if spec.kind == "grammar" and self.grammar and spec.syntax in self.grammar_syntaxes:

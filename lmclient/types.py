@@ -30,9 +30,14 @@ Decoder = Callable[[str], Any]
 # `msgspec.json.decode` reads back (JSON encodings, never Python reprs such as `True`). Floats
 # are bounded to what a double holds (an exponent of two digits, 16 significant digits), so a
 # model cannot write a literal that overflows or run on with digits until max_tokens.
-_INT_PATTERN = r"-?(0|[1-9][0-9]*)"
+_INT_PATTERN = r"-?(0|[1-9][0-9]{0,18})"
 _FLOAT_PATTERN = r"-?(0|[1-9][0-9]{0,15})(\.[0-9]{1,16})?([eE][+-]?[0-9]{1,2})?"
 _BOOL_PATTERN = r"(true|false)"
+# The same languages in GBNF, for servers that take grammars but no regex (llama.cpp): exact,
+# where a JSON schema {"type": "number"} lets llama.cpp write exponents no double can hold.
+_INT_GBNF = 'root ::= "-"? ("0" | [1-9] [0-9]{0,18})'
+_FLOAT_GBNF = 'root ::= "-"? ("0" | [1-9] [0-9]{0,15}) ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,2})?'
+_BOOL_GBNF = 'root ::= "true" | "false"'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,7 +147,7 @@ class OutputSpec(Generic[T]):
     decode_json: Callable[[str | bytes], T] | None = None
     pattern: str | None = None
     options: tuple[str, ...] = ()
-    grammar: str | None = None
+    grammar: str | None = None  # a Grammar's text; for scalars, their literal's exact GBNF
     syntax: str = "gbnf"
     element_type: Any = None  # for JSON-array outputs: the type of one element (streaming items)
     plans: dict[tuple[str, str], Any] = dataclasses.field(default_factory=dict, repr=False)
@@ -267,11 +272,29 @@ def _plain_json(tp: Any) -> Callable[[str | bytes], Any]:
 
 def _scalar_spec(tp: type) -> OutputSpec[Any]:
     pattern = {bool: _BOOL_PATTERN, int: _INT_PATTERN, float: _FLOAT_PATTERN}[tp]
+    gbnf = {bool: _BOOL_GBNF, int: _INT_GBNF, float: _FLOAT_GBNF}[tp]
     schema = {bool: {"type": "boolean"}, int: {"type": "integer"}, float: {"type": "number"}}[tp]
     decode = _msgspec_decoder(tp)
     return OutputSpec(
-        tp, "regex", tp.__name__, decode=decode, schema=schema, decode_json=decode, pattern=pattern
+        tp,
+        "regex",
+        tp.__name__,
+        decode=decode,
+        schema=schema,
+        decode_json=decode,
+        pattern=pattern,
+        grammar=gbnf,
     )
+
+
+def anchored(pattern: str) -> str:
+    """``^(pattern)$``: a JSON-schema ``pattern`` is a search, and llama.cpp's converter takes
+    only patterns anchored at both ends; a user's own outer anchors are not doubled (an inner
+    ``^`` would be read as a literal character there)."""
+    core = pattern.removeprefix("^")
+    if core.endswith("$") and not core.endswith("\\$"):
+        core = core[:-1]
+    return f"^({core})$"
 
 
 def _regex_spec(marker: Regex) -> OutputSpec[str]:
@@ -297,7 +320,7 @@ def _regex_spec(marker: Regex) -> OutputSpec[str]:
         "regex",
         "regex",
         decode=decode,
-        schema={"type": "string", "pattern": marker.pattern},
+        schema={"type": "string", "pattern": anchored(marker.pattern)},
         decode_json=decode_json,
         pattern=marker.pattern,
     )
@@ -394,6 +417,8 @@ def _refine_strings(info: Any, node: dict[str, Any], defs: dict[str, Any], seen:
 def _array_element_type(tp: Any) -> Any:
     """The element type of ``list[T]``, ``tuple[T, ...]``, ``set[T]`` (streamed item by item)."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is typing.Annotated:  # e.g. Annotated[list[T], msgspec.Meta(max_length=3)]
+        return _array_element_type(args[0])
     if origin in (list, set, frozenset) and len(args) == 1:
         return args[0]
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis:

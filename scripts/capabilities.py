@@ -2,11 +2,14 @@
 
 The README's matrix is this script's output; `tests/test_dialects.py` checks they agree.
 
-    .venv/bin/python scripts/capabilities.py
+    .venv/bin/python scripts/capabilities.py            # print it
+    .venv/bin/python scripts/capabilities.py --write    # refresh README.md
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
@@ -65,5 +68,23 @@ def matrix() -> str:
     return "\n".join(lines)
 
 
+START, END = "<!-- capabilities:start -->\n", "<!-- capabilities:end -->"
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def readme_matrix() -> str:
+    text = README.read_text()
+    return text[text.index(START) + len(START) : text.index(END)].strip()
+
+
+def write_readme() -> None:
+    text = README.read_text()
+    head, rest = text.split(START, 1)
+    README.write_text(head + START + matrix() + "\n" + END + rest.split(END, 1)[1])
+
+
 if __name__ == "__main__":
-    print(matrix())
+    if sys.argv[1:] == ["--write"]:
+        write_readme()
+    else:
+        print(matrix())

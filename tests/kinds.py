@@ -21,7 +21,7 @@ import pydantic
 import lmclient
 from lmclient.errors import UnsupportedConstraintError
 
-INT_RE = r"-?(0|[1-9][0-9]*)"
+INT_RE = r"-?(0|[1-9][0-9]{0,18})"
 FLOAT_RE = r"-?(0|[1-9][0-9]{0,15})(\.[0-9]{1,16})?([eE][+-]?[0-9]{1,2})?"
 BOOL_RE = r"(true|false)"
 
@@ -85,6 +85,11 @@ USER_SCHEMA = {
 }
 GBNF = 'root ::= "A" [0-9] [0-9]'
 UNSUPPORTED = "unsupported"
+SCALAR_GBNF = {
+    "int": 'root ::= "-"? ("0" | [1-9] [0-9]{0,18})',
+    "float": 'root ::= "-"? ("0" | [1-9] [0-9]{0,15}) ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,2})?',
+    "bool": 'root ::= "true" | "false"',
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -302,7 +307,7 @@ KINDS: list[Kind] = [
         "AB-12",
         "regex",
         r"[A-Z]{2}-\d{2}",
-        {"type": "string", "pattern": r"[A-Z]{2}-\d{2}"},
+        {"type": "string", "pattern": r"^([A-Z]{2}-\d{2})$"},
         json_text='"AB-12"',
         name="regex",
     ),
@@ -363,6 +368,8 @@ def expected_fields(kind: Kind, dialect: str, endpoint: str = "chat") -> dict[st
     if dialect == "llamacpp":
         if k == "grammar":
             return {"grammar": payload}
+        if kind.id in SCALAR_GBNF:
+            return {"grammar": SCALAR_GBNF[kind.id]}
         if k == "choice":
             return {"grammar": "root ::= " + " | ".join(f'"{o}"' for o in payload)}
         return {"json_schema": kind.schema}
