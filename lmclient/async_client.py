@@ -45,6 +45,7 @@ class AsyncClient:
         timeout: float | httpx.Timeout | None = None,
         deadline: float | None = None,
         max_retries: int = 2,
+        max_reasks: int = 0,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         headers: Mapping[str, str] | None = None,
         http_client: httpx.AsyncClient | None = None,
@@ -58,6 +59,7 @@ class AsyncClient:
             timeout=timeout,
             deadline=deadline,
             max_retries=max_retries,
+            max_reasks=max_reasks,
             max_response_bytes=max_response_bytes,
             headers=headers,
             defaults=defaults,
@@ -223,7 +225,12 @@ class AsyncClient:
         endpoint: Endpoint,
         params: dict[str, Any],
     ) -> Response[Any]:
-        return await self._send(await self._prepare(where, prompt, output_type, endpoint, params))
+        call = await self._prepare(where, prompt, output_type, endpoint, params)
+        while True:  # transport retries happen inside _send; re-asks (max_reasks) out here
+            try:
+                return await self._send(call)
+            except errors.ValidationError as exc:
+                call = call.reask(exc)
 
     async def _prepare(
         self,

@@ -47,6 +47,7 @@ class Client:
         timeout: float | httpx.Timeout | None = None,
         deadline: float | None = None,
         max_retries: int = 2,
+        max_reasks: int = 0,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         headers: Mapping[str, str] | None = None,
         http_client: httpx.Client | None = None,
@@ -60,6 +61,7 @@ class Client:
             timeout=timeout,
             deadline=deadline,
             max_retries=max_retries,
+            max_reasks=max_reasks,
             max_response_bytes=max_response_bytes,
             headers=headers,
             defaults=defaults,
@@ -215,7 +217,12 @@ class Client:
         endpoint: Endpoint,
         params: dict[str, Any],
     ) -> Response[Any]:
-        return self._send(self._prepare(where, prompt, output_type, endpoint, params))
+        call = self._prepare(where, prompt, output_type, endpoint, params)
+        while True:  # transport retries happen inside _send; re-asks (max_reasks) out here
+            try:
+                return self._send(call)
+            except errors.ValidationError as exc:
+                call = call.reask(exc)
 
     def _prepare(
         self,

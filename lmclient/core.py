@@ -15,7 +15,9 @@ Defaults, with their precedents:
 
 from __future__ import annotations
 
+import copy
 import email.utils
+import logging
 import math
 import random
 import time
@@ -41,6 +43,8 @@ from .sse import ServerSentEvent, SSEDecoder
 from .types import OutputSpec, compile_output
 
 __all__ = ["Call", "ClientCore", "PreparedRequest", "StreamState", "Timeouts"]
+
+log = logging.getLogger("lmclient")
 
 DEFAULT_CONNECT_TIMEOUT = 5.0
 DEFAULT_READ_TIMEOUT = 600.0
@@ -68,6 +72,7 @@ _CALL_PARAMS: dict[str, tuple[type, ...]] = {
     "timeout": (int, float, httpx.Timeout),
     "deadline": _NUMBER,
     "max_retries": (int,),
+    "max_reasks": (int,),
     "extra_body": (dict,),
 }
 PARAMS = {**_BODY_PARAMS, **_CALL_PARAMS}
@@ -95,7 +100,7 @@ def _value_problem(name: str, value: Any) -> str | None:
         return None if all(isinstance(s, str) for s in value) else "must be a str or list of str"
     if name in ("max_tokens", "n") and value < 1:
         return "must be at least 1"
-    if name in ("top_logprobs", "max_retries") and value < 0:
+    if name in ("top_logprobs", "max_retries", "max_reasks") and value < 0:
         return "must not be negative"
     if name in ("deadline", "timeout") and isinstance(value, _NUMBER) and value <= 0:
         return "must be a positive number of seconds"
@@ -172,6 +177,7 @@ class ClientCore:
         max_response_bytes: int,
         headers: Mapping[str, str] | None,
         defaults: Mapping[str, Any] | None,
+        max_reasks: int = 0,
     ) -> None:
         if not base_url:
             raise ValueError(
@@ -181,7 +187,13 @@ class ClientCore:
         if url.scheme not in ("http", "https") or not url.host:
             raise ValueError(f"base_url must be an http(s) URL, not {base_url!r}")
         check_params(
-            "Client", {"timeout": timeout, "deadline": deadline, "max_retries": max_retries}
+            "Client",
+            {
+                "timeout": timeout,
+                "deadline": deadline,
+                "max_retries": max_retries,
+                "max_reasks": max_reasks,
+            },
         )
         self.defaults = dict(defaults or {})
         check_params("defaults", self.defaults, allow_n=False)
@@ -196,6 +208,7 @@ class ClientCore:
         self.timeouts = Timeouts.from_user(timeout)
         self.deadline = deadline
         self.max_retries = max_retries
+        self.max_reasks = max_reasks
         self.max_response_bytes = max_response_bytes
         hdrs = {"accept": "application/json", "user-agent": "lmclient/0.1"}
         hdrs.update({k.lower(): v for k, v in (headers or {}).items()})
@@ -358,6 +371,10 @@ class Call:
         self.endpoint = endpoint
         self.retries = 0
         self.max_retries: int = params.get("max_retries", core.max_retries)
+        self.reasks = 0
+        self.max_reasks: int = params.get("max_reasks", core.max_reasks)
+        self.attempts: list[str] = []  # texts of the answers re-asked so far
+        self._attempt_started = 0.0
         timeout = params.get("timeout")
         self._timeouts = core.timeouts if timeout is None else Timeouts.from_user(timeout)
         deadline = params.get("deadline", core.deadline)
@@ -366,6 +383,7 @@ class Call:
 
     def timeouts(self) -> Timeouts:
         """Timeouts of the next attempt, shortened to what is left of the deadline."""
+        self._attempt_started = time.monotonic()
         if self.deadline_at is None:
             return self._timeouts
         remaining = self.deadline_at - time.monotonic()
@@ -375,6 +393,8 @@ class Call:
 
     def finish(self, status: int, headers: Mapping[str, str], body: bytes) -> Response[Any]:
         """Turn a complete HTTP response into a `Response` or raise its typed error."""
+        if log.isEnabledFor(logging.DEBUG):
+            self.log_attempt(status, headers)
         if status >= 300:
             raise api_error(status, headers, body)
         if self.endpoint == "probe":
@@ -409,7 +429,63 @@ class Call:
         if self.deadline_at is not None and time.monotonic() + delay >= self.deadline_at:
             raise exc  # the pause alone would outlive the deadline: report what happened
         self.retries += 1
+        log.warning(
+            "retry %d of %d for %s %s in %.2f s after %s: %s",
+            self.retries,
+            self.max_retries,
+            self.request.method,
+            httpx.URL(self.request.url).path,
+            delay,
+            type(exc).__name__,
+            exc,
+        )
         return delay
+
+    def log_attempt(self, status: int, headers: Mapping[str, str]) -> None:
+        """One DEBUG line per attempt; never the key, the prompt or the output."""
+        log.debug(
+            "%s %s -> %d in %.1f ms (retry %d, request id %s)",
+            self.request.method,
+            httpx.URL(self.request.url).path,
+            status,
+            (time.monotonic() - self._attempt_started) * 1000,
+            self.retries,
+            headers.get("x-request-id"),
+        )
+
+    def reask(self, exc: errors.ValidationError) -> Call:
+        """The call that asks again after an invalid answer, with that answer and the reason
+        appended as a correction request; re-raises ``exc`` (carrying every attempt's text)
+        when no re-ask is left, or when asking again cannot help (truncation, refusal)."""
+        exc.attempts = [*self.attempts, *exc.attempts]
+        hopeless = isinstance(exc, (errors.TruncatedError, errors.RefusalError))
+        if hopeless or self.reasks >= self.max_reasks or self.endpoint != "chat":
+            raise exc
+        if self.deadline_at is not None and time.monotonic() >= self.deadline_at:
+            raise exc
+        assert self.request.body is not None
+        body = msgspec.json.decode(self.request.body)
+        if body.get("n", 1) != 1:
+            raise exc  # which of several choices to correct is not ours to pick
+        body["messages"] = [
+            *body["messages"],
+            {"role": "assistant", "content": exc.text},
+            {
+                "role": "user",
+                "content": f"That answer is invalid: {exc.detail}. "
+                "Answer again with only a valid value.",
+            },
+        ]
+        again = copy.copy(self)
+        again.request = PreparedRequest(
+            self.request.method, self.request.url, self.request.headers, msgspec.json.encode(body)
+        )
+        again.reasks = self.reasks + 1
+        again.attempts = exc.attempts
+        log.warning(
+            "re-ask %d of %d after invalid output: %s", again.reasks, self.max_reasks, exc.detail
+        )
+        return again
 
     # -- response bodies -------------------------------------------------------------------
 
@@ -492,7 +568,17 @@ class Call:
                     exc.attempts = list(texts)
                 raise
         return Response(
-            values, texts, reasons, usage, model, id, raw, reasoning, logprobs, self.retries
+            values,
+            texts,
+            reasons,
+            usage,
+            model,
+            id,
+            raw,
+            reasoning,
+            logprobs,
+            self.retries,
+            self.reasks,
         )
 
     @property

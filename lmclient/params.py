@@ -32,6 +32,7 @@ class CallParams(TypedDict, total=False):
     timeout: float | httpx.Timeout
     deadline: float
     max_retries: int
+    max_reasks: int
     extra_body: dict[str, Any]
 
 

@@ -17,7 +17,8 @@ class Response(Generic[T]):
     """The result of `Client.create`: ``value`` is ``values[0]``; every choice was validated.
 
     ``raw`` is the decoded wire struct (`protocol.ChatCompletion` or `protocol.Completion`),
-    ``retries`` how many transport retries the call took.
+    ``retries`` how many transport retries the call took, ``reasks`` how many times an invalid
+    answer was sent back to the model for correction (``max_reasks``).
     """
 
     values: list[T]
@@ -30,6 +31,7 @@ class Response(Generic[T]):
     reasoning: str | None = None
     logprobs: list[TokenLogprob] | None = None
     retries: int = 0
+    reasks: int = 0
 
     @property
     def value(self) -> T:
