@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -26,24 +26,21 @@ import lmclient
 ROOT = Path(__file__).resolve().parents[1]
 
 
+# Bounds (lengths, ranges, item counts) keep a small model from rambling until max_tokens.
+Name = Annotated[str, msgspec.Meta(min_length=1, max_length=24)]
+
+
 class Person(msgspec.Struct):
-    name: str = msgspec.field(default="")
-    age: int = 0
-
-
-class City(msgspec.Struct):
-    name: str
-    country: str
-
-
-# Bounded fields keep a small model from rambling until max_tokens.
-ShortName = msgspec.Meta(max_length=24)
+    name: Name
+    age: Annotated[int, msgspec.Meta(ge=0, le=120)]
 
 
 class Pet(msgspec.Struct):
-    name: str
+    name: Name
     species: Literal["cat", "dog", "bird", "fish"]
-    age: int
+
+
+Pets = Annotated[list[Pet], msgspec.Meta(min_length=1, max_length=3)]
 
 
 YES_NO_MAYBE = lmclient.Grammar('root ::= ("yes" | "no" | "maybe") "!"')
@@ -67,12 +64,14 @@ def run(client: lmclient.Client) -> None:
     show('Literal["yes", "no"]', t, mood)
 
     t = time.perf_counter()
-    n = client.complete("2 + 2 =", int, max_tokens=8, temperature=0)
-    show("int (completions endpoint)", t, n)
+    n = client.complete(
+        "2 + 2 =", Annotated[int, msgspec.Meta(ge=0, le=99)], max_tokens=16, temperature=0
+    )
+    show("int in 0..99 (completions)", t, n)
 
     t = time.perf_counter()
     print(f"  {'list[Pet], streamed with items()':<34}", flush=True)
-    with client.stream("List three pets as JSON.", list[Pet], max_tokens=200, temperature=0) as s:
+    with client.stream("List three pets as JSON.", Pets, max_tokens=256, temperature=0) as s:
         for pet in s.items():
             show("    item", t, pet)
     show("    whole list", t, s.value)
