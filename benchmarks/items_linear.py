@@ -74,7 +74,7 @@ def consume(raw: bytes, expected: int) -> float:
             yield raw[i : i + 16384]
 
     stream: Stream[list[Record]] = Stream(
-        lambda: (httpx.Response(200), chunks()), core.StreamState(call)
+        lambda: (core.StreamState(call), (httpx.Response(200), chunks()))
     )
     start = time.perf_counter()
     with stream:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import httpx
@@ -210,12 +210,98 @@ class AsyncClient:
 
         return AsyncStream(opener)
 
+    async def generate_many(
+        self,
+        prompts: Iterable[Prompt | tuple[Prompt, Any]],
+        output_type: Any = str,
+        *,
+        concurrency: int = 16,
+        return_exceptions: bool = False,
+        on_result: Callable[[int, Any], object] | None = None,
+        **params: Unpack[CallParams],
+    ) -> list[Any]:
+        """Run many calls at once, at most ``concurrency`` in flight, and return their values in
+        input order. An item is a prompt or a ``(prompt, output_type)`` pair. With
+        ``return_exceptions=True`` a failed item is its `LMClientError` and the rest still run;
+        otherwise the first failure cancels the rest and is raised. ``on_result(index, value)``
+        is called in the caller's task as each item finishes (a progress bar, for instance)."""
+        return await self._many(
+            "generate",
+            "chat",
+            prompts,
+            output_type,
+            concurrency,
+            return_exceptions,
+            on_result,
+            params,
+        )
+
+    async def complete_many(
+        self,
+        prompts: Iterable[str | tuple[str, Any]],
+        output_type: Any = str,
+        *,
+        concurrency: int = 16,
+        return_exceptions: bool = False,
+        on_result: Callable[[int, Any], object] | None = None,
+        **params: Unpack[CallParams],
+    ) -> list[Any]:
+        """`generate_many` for the completions endpoint."""
+        return await self._many(
+            "complete",
+            "completions",
+            prompts,
+            output_type,
+            concurrency,
+            return_exceptions,
+            on_result,
+            params,
+        )
+
     async def models(self) -> list[str]:
         """The ids of the models the server serves (``GET /v1/models``)."""
         value: list[str] = (await self._send(self._core.models_call())).value
         return value
 
     # -- plumbing ------------------------------------------------------------------------------
+
+    async def _many(
+        self,
+        where: str,
+        endpoint: Endpoint,
+        prompts: Iterable[Any],
+        output_type: Any,
+        concurrency: int,
+        return_exceptions: bool,
+        on_result: Callable[[int, Any], object] | None,
+        params: Any,
+    ) -> list[Any]:
+        items = self._core.batch(where, prompts, output_type, endpoint, params, concurrency)
+        results: list[Any] = [None] * len(items)
+        pending = iter(range(len(items)))  # shared by the workers: each index is taken once
+
+        async def worker() -> None:
+            for index in pending:
+                prompt, tp = items[index]
+                try:
+                    value = (await self._create(where, prompt, tp, endpoint, params)).values[0]
+                except errors.LMClientError as exc:
+                    if not return_exceptions:
+                        raise
+                    value = exc
+                results[index] = value
+                if on_result is not None:
+                    on_result(index, value)
+
+        workers = [asyncio.ensure_future(worker()) for _ in range(min(concurrency, len(items)))]
+        try:
+            await asyncio.gather(*workers)
+        except BaseException:  # a failure, or the caller cancelled: stop every request in flight
+            for task in workers:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+            raise
+        return results
 
     async def _create(
         self,

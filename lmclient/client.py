@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import httpx
@@ -202,12 +202,94 @@ class Client:
 
         return Stream(opener)
 
+    def generate_many(
+        self,
+        prompts: Iterable[Prompt | tuple[Prompt, Any]],
+        output_type: Any = str,
+        *,
+        concurrency: int = 16,
+        return_exceptions: bool = False,
+        on_result: Callable[[int, Any], object] | None = None,
+        **params: Unpack[CallParams],
+    ) -> list[Any]:
+        """Run many calls at once, at most ``concurrency`` in flight, and return their values in
+        input order. An item is a prompt or a ``(prompt, output_type)`` pair. With
+        ``return_exceptions=True`` a failed item is its `LMClientError` and the rest still run;
+        otherwise the first failure cancels the rest and is raised. ``on_result(index, value)``
+        is called in the caller's thread as each item finishes (a progress bar, for instance)."""
+        return self._many(
+            "generate",
+            "chat",
+            prompts,
+            output_type,
+            concurrency,
+            return_exceptions,
+            on_result,
+            params,
+        )
+
+    def complete_many(
+        self,
+        prompts: Iterable[str | tuple[str, Any]],
+        output_type: Any = str,
+        *,
+        concurrency: int = 16,
+        return_exceptions: bool = False,
+        on_result: Callable[[int, Any], object] | None = None,
+        **params: Unpack[CallParams],
+    ) -> list[Any]:
+        """`generate_many` for the completions endpoint."""
+        return self._many(
+            "complete",
+            "completions",
+            prompts,
+            output_type,
+            concurrency,
+            return_exceptions,
+            on_result,
+            params,
+        )
+
     def models(self) -> list[str]:
         """The ids of the models the server serves (``GET /v1/models``)."""
         value: list[str] = (self._send(self._core.models_call())).value
         return value
 
     # -- plumbing ------------------------------------------------------------------------------
+
+    def _many(
+        self,
+        where: str,
+        endpoint: Endpoint,
+        prompts: Iterable[Any],
+        output_type: Any,
+        concurrency: int,
+        return_exceptions: bool,
+        on_result: Callable[[int, Any], object] | None,
+        params: Any,
+    ) -> list[Any]:
+        items = self._core.batch(where, prompts, output_type, endpoint, params, concurrency)
+        results: list[Any] = [None] * len(items)
+        pool = ThreadPoolExecutor(max(1, min(concurrency, len(items))))  # threads share one pool
+        try:
+            futures = {
+                pool.submit(self._create, where, prompt, tp, endpoint, params): index
+                for index, (prompt, tp) in enumerate(items)
+            }
+            for future in as_completed(futures):
+                index = futures[future]
+                failure = future.exception()
+                if failure is None:
+                    results[index] = future.result().values[0]
+                elif return_exceptions and isinstance(failure, errors.LMClientError):
+                    results[index] = failure
+                else:
+                    raise failure
+                if on_result is not None:
+                    on_result(index, results[index])
+        finally:  # on failure or interruption, what has not started never starts
+            pool.shutdown(wait=True, cancel_futures=True)
+        return results
 
     def _create(
         self,

@@ -21,7 +21,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import httpx
@@ -292,6 +292,29 @@ class ClientCore:
         if self.dialect is not None:
             self.dialect.plan(spec, endpoint)  # UnsupportedConstraintError now, not after I/O
         return spec
+
+    def batch(
+        self,
+        where: str,
+        prompts: Iterable[Any],
+        output_type: Any,
+        endpoint: Endpoint,
+        params: Mapping[str, Any],
+        concurrency: int,
+    ) -> list[tuple[Any, Any]]:
+        """The (prompt, output type) of every item, all checked before the first request. An item
+        is a prompt, or a ``(prompt, output_type)`` pair so one batch may mix types."""
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ValueError(f"{where}(): concurrency must be a positive int, not {concurrency!r}")
+        if isinstance(prompts, (str, bytes)):
+            raise TypeError(f"{where}() takes an iterable of prompts, not a single str")
+        items = []
+        for item in prompts:
+            pair = isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], (str, list))
+            prompt, tp = item if pair else (item, output_type)
+            self.validate(where, prompt, tp, endpoint, params)
+            items.append((prompt, tp))
+        return items
 
     def prepare(
         self,

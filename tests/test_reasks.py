@@ -54,7 +54,9 @@ def test_no_reask_by_default_nor_after_truncation(fake: FakeLLM) -> None:
     assert len([r for r in fake.requests if r.endpoint == "chat"]) == 2
 
 
-def test_http_errors_are_retried_not_reasked(fake: FakeLLM, caplog: pytest.LogCaptureFixture) -> None:
+def test_http_errors_are_retried_not_reasked(
+    fake: FakeLLM, caplog: pytest.LogCaptureFixture
+) -> None:
     fake.reply_error(503, "busy", headers={"retry-after-ms": "1"})
     fake.reply_sequence(["bad", "7"])
     caplog.set_level(logging.DEBUG, logger="lmclient")
@@ -71,6 +73,10 @@ def test_http_errors_are_retried_not_reasked(fake: FakeLLM, caplog: pytest.LogCa
 
 def test_completions_are_not_reasked(fake: FakeLLM) -> None:
     fake.reply("x")
-    with fake.serve() as url, lmclient.Client(url) as client, pytest.raises(lmclient.ValidationError):
+    with (
+        fake.serve() as url,
+        lmclient.Client(url) as client,
+        pytest.raises(lmclient.ValidationError),
+    ):
         client.complete("N?", int, max_reasks=2)
     assert len([r for r in fake.requests if r.endpoint == "completions"]) == 1

@@ -1,0 +1,483 @@
+"""`AsyncTransport`: `transports.SyncTransport` for asyncio, over an `asyncio.Protocol`.
+
+Kept apart so that ``import lmclient.transports`` (and a program using only `Client`) does not
+import asyncio; the design is described in `lmclient.transports`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import ssl
+from collections.abc import AsyncIterator
+
+import httpx
+
+from . import errors
+from ._http11 import BadResponse, ResponseParser, declared_length, encode_request
+from .core import PreparedRequest, Timeouts
+from .transports import (
+    DEFAULT_LIMITS,
+    KEEPALIVE_EXPIRY,
+    STREAM_HIGH_WATER,
+    Limiter,
+    PatchWatch,
+    Pool,
+    RawResponse,
+    StaleConnection,
+    Target,
+    Targets,
+    httpx_error,
+    httpx_request,
+    io_error,
+    or_none,
+    ssl_context,
+)
+
+__all__ = ["AsyncTransport"]
+
+_ASYNC_MOCK = PatchWatch("AsyncConnectionPool", "handle_async_request")
+
+
+class _AsyncConnection(asyncio.Protocol):
+    """One connection as an asyncio protocol: parses in `data_received`, buffers the body
+    pieces, and wakes the task waiting for them.
+
+    While a request is in flight, ``parser`` is set. ``streaming`` wakes the waiter for every
+    piece (a stream), otherwise only once the response is complete (one wake per call). The read
+    timeout is one timer per connection that, when it fires, re-arms itself for the time left
+    since the last read, and lapses once the connection is idle: no timer per read, and on a busy
+    connection none per request either (scheduling and cancelling one costs heap operations
+    in Python on every call)."""
+
+    __slots__ = (
+        "buffered",
+        "closed",
+        "drain",
+        "error",
+        "idle_since",
+        "last_read",
+        "limiter",
+        "loop",
+        "origin",
+        "parser",
+        "pieces",
+        "read_timeout",
+        "reading_paused",
+        "streaming",
+        "timer",
+        "transport",
+        "waiter",
+    )
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, origin: tuple[str, str, int]) -> None:
+        self.loop = loop
+        self.origin = origin
+        self.transport: asyncio.Transport | None = None
+        self.parser: ResponseParser | None = None
+        self.limiter: Limiter | None = None
+        self.pieces: list[bytes] = []
+        self.buffered = 0
+        self.error: errors.LMClientError | None = None
+        self.waiter: asyncio.Future[None] | None = None
+        self.drain: asyncio.Future[None] | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.streaming = False
+        self.reading_paused = False
+        self.closed = False
+        self.read_timeout = math.inf
+        self.last_read = 0.0
+        self.idle_since = 0.0
+
+    # -- the pool's view -------------------------------------------------------------------
+
+    def usable(self, now: float) -> bool:
+        return (
+            not self.closed
+            and self.loop is asyncio.get_running_loop()
+            and now - self.idle_since < KEEPALIVE_EXPIRY
+        )
+
+    def close(self) -> None:
+        self._cancel_timer()
+        if self.parser is not None and not self.parser.complete:  # e.g. the client was closed
+            self._fail(errors.APIConnectionError("the connection was closed during the call"))
+        self.parser = None
+        if self.transport is not None and not self.closed:
+            self.closed = True
+            if not self.loop.is_closed():  # a client kept across asyncio.run() calls
+                self.transport.abort()
+
+    # -- one request -----------------------------------------------------------------------
+
+    def begin(
+        self, payload: bytes, limiter: Limiter, read_timeout: float, stream: bool
+    ) -> ResponseParser:
+        """Send a request; the returned parser fills as the response arrives."""
+        parser = self.parser = ResponseParser()
+        self.limiter = limiter
+        self.pieces = []
+        self.buffered = 0
+        self.error = None
+        self.streaming = stream
+        self.read_timeout = read_timeout
+        assert self.transport is not None
+        self.transport.write(payload)
+        if not math.isinf(read_timeout):
+            self.last_read = now = self.loop.time()
+            timer = self.timer
+            if timer is None or timer.when() > now + read_timeout:  # else it re-arms itself
+                if timer is not None:
+                    timer.cancel()
+                self.timer = self.loop.call_at(now + read_timeout, self._check_idle)
+        return parser
+
+    async def wait(self) -> None:
+        waiter = self.waiter = self.loop.create_future()
+        try:
+            await waiter
+        finally:
+            self.waiter = None
+
+    def take_pieces(self) -> bytes:
+        pieces, self.pieces = self.pieces, []
+        self.buffered = 0
+        if self.reading_paused and self.transport is not None:
+            self.reading_paused = False
+            self.transport.resume_reading()
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+    def finish(self) -> None:
+        """The response ended; the pool decides what happens next. The timer stays: it lapses
+        when it finds the connection idle, or serves the next request (one timer per busy
+        connection and read-timeout period, not one per request)."""
+        self.parser = None
+        self.limiter = None
+
+    # -- asyncio callbacks -----------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        parser = self.parser
+        if parser is None or self.error is not None:
+            self.close()  # bytes nobody asked for: the connection's state is unknown
+            return
+        self.last_read = self.loop.time()
+        limiter = self.limiter
+        assert limiter is not None
+        try:
+            if parser.headers is None:
+                piece = parser.feed(data)
+                if parser.headers is not None:
+                    limiter.head(parser.headers, parser.length)
+            else:
+                piece = parser.feed(data)
+            if piece:
+                piece = limiter.take(piece)
+                self.pieces.append(piece)
+                self.buffered += len(piece)
+                if self.buffered > STREAM_HIGH_WATER and not self.reading_paused:
+                    self.reading_paused = True
+                    assert self.transport is not None
+                    self.transport.pause_reading()
+            if parser.complete and limiter.decoder is not None:
+                self.pieces.append(limiter.finish())
+        except (BadResponse, errors.LMClientError) as exc:
+            self._fail(io_error(exc, "reading the response"))
+            self.close()
+            return
+        waiter = self.waiter
+        if waiter is not None and (self.streaming or parser.complete) and not waiter.done():
+            waiter.set_result(None)
+
+    def eof_received(self) -> bool:
+        return False  # close the transport; connection_lost follows
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._cancel_timer()
+        parser = self.parser
+        if parser is not None and not parser.complete and self.error is None:
+            if not parser.started:
+                self.error = StaleConnection("the server closed the connection without answering")
+            elif parser.feed_eof():
+                assert self.limiter is not None
+                try:
+                    self.pieces.append(self.limiter.finish())
+                except (BadResponse, errors.LMClientError) as error:
+                    self.error = io_error(error, "reading the response")
+            else:
+                self.error = errors.APIConnectionError(
+                    "the server closed the connection before the response was complete"
+                )
+        self._wake()
+        drain = self.drain
+        if drain is not None and not drain.done():
+            drain.set_result(None)
+
+    def pause_writing(self) -> None:
+        self.drain = self.loop.create_future()
+
+    def resume_writing(self) -> None:
+        drain, self.drain = self.drain, None
+        if drain is not None and not drain.done():
+            drain.set_result(None)
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _fail(self, exc: errors.LMClientError) -> None:
+        if self.error is None:
+            self.error = exc
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _check_idle(self) -> None:
+        self.timer = None
+        if self.parser is None or self.closed or math.isinf(self.read_timeout):
+            return
+        now = self.loop.time()
+        if self.reading_paused:  # the reader is slow, not the server
+            self.last_read = now
+        idle = now - self.last_read
+        if idle < self.read_timeout:
+            self.timer = self.loop.call_at(now + self.read_timeout - idle, self._check_idle)
+            return
+        self._fail(errors.APITimeoutError("timed out waiting for the server (read timeout)"))
+        self.close()
+
+    def _cancel_timer(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+
+class _AsyncBody(httpx.AsyncByteStream):
+    """`_SyncBody` for asyncio."""
+
+    def __init__(self, pool: Pool[_AsyncConnection], conn: _AsyncConnection) -> None:
+        self._pool = pool
+        self._conn: _AsyncConnection | None = conn
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self
+
+    async def __anext__(self) -> bytes:
+        while True:
+            conn = self._conn
+            if conn is None:
+                raise StopAsyncIteration
+            if conn.pieces:
+                piece = conn.take_pieces()
+                if piece:
+                    return piece
+                continue
+            if conn.error is not None:
+                self._conn = None
+                self._pool.discard(conn)
+                raise conn.error
+            parser = conn.parser
+            if parser is None:  # closed after the whole body had arrived (else: conn.error)
+                self._conn = None
+                self._pool.discard(conn)
+                raise StopAsyncIteration
+            if parser.complete:
+                self._conn = None
+                conn.finish()
+                self._pool.release(conn, parser.keep_alive)
+                raise StopAsyncIteration
+            try:
+                await conn.wait()
+            except BaseException:
+                await self.aclose()
+                raise
+
+    async def aclose(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            self._pool.discard(conn)
+
+
+class AsyncTransport:
+    """Non-blocking I/O for `AsyncClient`; mirrors `SyncTransport`."""
+
+    def __init__(self, http_client: httpx.AsyncClient | None = None) -> None:
+        self._client = http_client
+        self._pool: Pool[_AsyncConnection] = Pool()
+        self._targets = Targets()
+        self._ssl: ssl.SSLContext | None = None
+        self._httpx: httpx.AsyncHTTPTransport | None = None  # while a respx mock is active
+
+    async def send(
+        self,
+        request: PreparedRequest,
+        timeouts: Timeouts,
+        max_bytes: int,
+        deadline_at: float | None,
+    ) -> RawResponse:
+        if self._client is not None or _ASYNC_MOCK.active():
+            return await self._httpx_send(request, timeouts, max_bytes, deadline_at)
+        conn, parser = await self._exchange(
+            request, timeouts, Limiter(max_bytes, deadline_at), False
+        )
+        assert parser.headers is not None
+        body = conn.take_pieces()
+        conn.finish()
+        self._pool.release(conn, parser.keep_alive)
+        return RawResponse(parser.status, parser.headers, body)
+
+    async def stream(
+        self,
+        request: PreparedRequest,
+        timeouts: Timeouts,
+        max_bytes: int,
+        deadline_at: float | None,
+    ) -> tuple[httpx.Response, AsyncIterator[bytes]]:
+        if self._client is not None or _ASYNC_MOCK.active():
+            return await self._httpx_stream(request, timeouts, max_bytes, deadline_at)
+        conn, parser = await self._exchange(
+            request, timeouts, Limiter(max_bytes, deadline_at), True
+        )
+        assert parser.headers is not None
+        body = _AsyncBody(self._pool, conn)
+        return httpx.Response(parser.status, headers=parser.headers, stream=body), body
+
+    async def aclose(self) -> None:
+        self._pool.close()
+        if self._httpx is not None:
+            await self._httpx.aclose()
+
+    # -- own HTTP/1.1 --------------------------------------------------------------------
+
+    async def _exchange(
+        self, request: PreparedRequest, timeouts: Timeouts, limiter: Limiter, stream: bool
+    ) -> tuple[_AsyncConnection, ResponseParser]:
+        """Send the request; return the connection and its parser once the head (a stream) or
+        the whole response (otherwise) has arrived. A pooled connection found closed is
+        replaced once."""
+        target = self._targets.get(request)
+        payload = encode_request(target.head, request.body)
+        conn = self._pool.checkout(target.origin)
+        if conn is not None:
+            try:
+                return conn, await self._roundtrip(conn, payload, timeouts, limiter, stream)
+            except StaleConnection:
+                pass
+        conn = await self._connect(target, timeouts.connect)
+        return conn, await self._roundtrip(conn, payload, timeouts, limiter, stream)
+
+    async def _roundtrip(
+        self,
+        conn: _AsyncConnection,
+        payload: bytes,
+        timeouts: Timeouts,
+        limiter: Limiter,
+        stream: bool,
+    ) -> ResponseParser:
+        try:
+            parser = conn.begin(payload, limiter, timeouts.read, stream)
+            if conn.drain is not None:
+                await self._drain(conn, timeouts.write)
+            while conn.error is None:
+                if parser.complete or (stream and parser.headers is not None):
+                    return parser
+                await conn.wait()
+            raise conn.error
+        except BaseException:
+            self._pool.discard(conn)
+            raise
+
+    @staticmethod
+    async def _drain(conn: _AsyncConnection, timeout: float) -> None:
+        """Wait until the kernel took a large request body (rare: bodies are small)."""
+        assert conn.drain is not None
+        try:
+            await asyncio.wait_for(asyncio.shield(conn.drain), or_none(timeout))
+        except asyncio.TimeoutError:
+            raise errors.APITimeoutError("timed out sending the request") from None
+
+    async def _connect(self, target: Target, timeout: float) -> _AsyncConnection:
+        loop = asyncio.get_running_loop()
+
+        def factory() -> _AsyncConnection:
+            return _AsyncConnection(loop, target.origin)
+
+        if target.tls and self._ssl is None:
+            self._ssl = ssl_context()
+        try:
+            _, conn = await asyncio.wait_for(
+                loop.create_connection(
+                    factory,
+                    target.host,
+                    target.port,
+                    ssl=self._ssl if target.tls else None,
+                    server_hostname=target.host if target.tls else None,
+                ),
+                or_none(timeout),
+            )
+        except asyncio.TimeoutError:  # not a TimeoutError before Python 3.11
+            raise errors.APITimeoutError(
+                f"timed out connecting to {target.host}:{target.port}"
+            ) from None
+        except OSError as exc:
+            raise io_error(exc, f"connecting to {target.host}:{target.port}") from exc
+        self._pool.add(conn)
+        return conn
+
+    # -- through httpx: a user's client, or a respx mock ---------------------------------
+
+    async def _httpx_open(self, request: PreparedRequest, timeouts: Timeouts) -> httpx.Response:
+        if self._client is not None:
+            req = httpx_request(self._client, request, timeouts)
+            return await self._client.send(req, stream=True, follow_redirects=False)
+        if self._httpx is None:
+            self._httpx = httpx.AsyncHTTPTransport(limits=DEFAULT_LIMITS)
+        return await self._httpx.handle_async_request(httpx_request(None, request, timeouts))
+
+    async def _httpx_send(
+        self,
+        request: PreparedRequest,
+        timeouts: Timeouts,
+        max_bytes: int,
+        deadline_at: float | None,
+    ) -> RawResponse:
+        try:
+            response = await self._httpx_open(request, timeouts)
+            try:
+                limiter = Limiter(max_bytes, deadline_at)
+                limiter.head(response.headers, declared_length(response.headers), decode=False)
+                chunks = [limiter.take(chunk) async for chunk in response.aiter_bytes()]
+            finally:
+                await response.aclose()
+        except httpx.HTTPError as exc:
+            raise httpx_error(exc) from exc
+        return RawResponse(response.status_code, response.headers, b"".join(chunks))
+
+    async def _httpx_stream(
+        self,
+        request: PreparedRequest,
+        timeouts: Timeouts,
+        max_bytes: int,
+        deadline_at: float | None,
+    ) -> tuple[httpx.Response, AsyncIterator[bytes]]:
+        try:
+            response = await self._httpx_open(request, timeouts)
+        except httpx.HTTPError as exc:
+            raise httpx_error(exc) from exc
+
+        async def chunks() -> AsyncIterator[bytes]:
+            limiter = Limiter(max_bytes, deadline_at)
+            try:
+                limiter.head(response.headers, declared_length(response.headers), decode=False)
+                async for chunk in response.aiter_bytes():
+                    yield limiter.take(chunk)
+            except httpx.HTTPError as exc:
+                raise httpx_error(exc) from exc
+
+        return response, chunks()

@@ -1,0 +1,979 @@
+"""lmclient's own HTTP/1.1 transports: the sans-I/O parser, and both transports over real sockets.
+
+`ScriptedServer` answers each request on 127.0.0.1 with the next scripted reply (bytes, a close,
+or silence), and records what it received and how many connections it accepted, so each test can
+say exactly what went over the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import zlib
+from collections import deque
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+import respx
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import lmclient
+from lmclient import transports
+from lmclient._async_transport import AsyncTransport
+from lmclient._http11 import (
+    BadResponse,
+    ResponseParser,
+    content_decoder,
+    encode_head,
+    encode_request,
+)
+from lmclient.core import PreparedRequest, Timeouts
+from lmclient.testing import FakeLLM
+from lmclient.transports import PatchWatch, SyncTransport
+
+TIMEOUTS = Timeouts(5.0, 5.0, 5.0, 5.0)
+SHORT = Timeouts(5.0, 0.3, 5.0, 5.0)  # for the tests that wait for a read timeout on purpose
+HEADERS = [("accept", "application/json"), ("content-type", "application/json")]
+LIMIT = 1 << 20
+
+
+def ok(body: bytes = b'{"ok":true}', *extra: str) -> bytes:
+    head = "".join(f"{h}\r\n" for h in extra)
+    return b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n%s\r\n%s" % (len(body), head.encode(), body)
+
+
+def chunked(*parts: bytes, trailer: bytes = b"") -> bytes:
+    body = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in parts) + b"0\r\n" + trailer + b"\r\n"
+    return b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n" + body
+
+
+# -- the sans-I/O parser ----------------------------------------------------------------------
+
+
+def parse(data: bytes, pieces: int = 1) -> tuple[ResponseParser, bytes]:
+    parser = ResponseParser()
+    size = max(1, len(data) // pieces)
+    body = b"".join(parser.feed(data[i : i + size]) for i in range(0, len(data), size))
+    return parser, body
+
+
+def test_request_bytes_head_is_encoded_once_and_framed_per_body() -> None:
+    head = encode_head("POST", b"/v1/chat/completions", b"127.0.0.1:8000", HEADERS)
+    assert head == (
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1:8000\r\n"
+        b"accept: application/json\r\ncontent-type: application/json\r\n"
+    )
+    assert encode_request(head, b"{}") == head + b"content-length: 2\r\n\r\n{}"
+    assert encode_request(head, None) == head + b"\r\n"
+
+
+def test_request_head_lets_host_be_overridden_and_keeps_framing_to_itself() -> None:
+    head = encode_head(
+        "GET", b"/v1/models", b"a:1", [("Host", "b"), ("content-length", "9"), ("x", "1")]
+    )
+    assert head == b"GET /v1/models HTTP/1.1\r\nhost: b\r\nx: 1\r\n"
+
+
+@pytest.mark.parametrize(
+    "header", [("x", "a\r\nevil: 1"), ("x", "a\nb"), ("x", "nul\x00"), ("bad name", "v"), ("", "v")]
+)
+def test_request_head_refuses_header_injection(header: tuple[str, str]) -> None:
+    with pytest.raises(ValueError, match="invalid HTTP header"):
+        encode_head("GET", b"/", b"h", [header])
+
+
+@pytest.mark.parametrize("pieces", [1, 3, 1000])
+def test_content_length_body_in_any_pieces(pieces: int) -> None:
+    parser, body = parse(ok(b"x" * 100, "Server: t", "X-Dup: a", "x-dup: b"), pieces)
+    assert (parser.complete, parser.status, body, parser.keep_alive) == (
+        True,
+        200,
+        b"x" * 100,
+        True,
+    )
+    assert parser.headers == {"content-length": "100", "server": "t", "x-dup": "a, b"}
+
+
+@pytest.mark.parametrize("pieces", [1, 7, 1000])
+def test_chunked_body_with_extensions_and_trailers(pieces: int) -> None:
+    data = chunked(b"hello ", b"world", trailer=b"x-trailer: 1\r\n")
+    data = data.replace(b"6\r\n", b"6 ;ext=1\r\n", 1).replace(b"5\r\n", b"5 \r\n", 1)
+    parser, body = parse(data, pieces)
+    assert (parser.complete, body, parser.keep_alive) == (True, b"hello world", True)
+
+
+def test_body_until_close_completes_at_eof_and_is_not_reusable() -> None:
+    parser, body = parse(b"HTTP/1.1 200 OK\r\n\r\nsome bytes")
+    assert (parser.complete, body, parser.keep_alive) == (False, b"some bytes", False)
+    assert parser.feed(b" more") == b" more"
+    assert parser.feed_eof() and parser.complete
+
+
+def test_eof_inside_a_sized_body_is_incomplete() -> None:
+    parser, _ = parse(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc")
+    assert not parser.feed_eof() and not parser.complete
+
+
+@pytest.mark.parametrize("status", [204, 304])
+def test_bodyless_statuses(status: int) -> None:
+    parser, body = parse(b"HTTP/1.1 %d X\r\ncontent-length: 5\r\n\r\n" % status)
+    assert (parser.complete, body, parser.keep_alive) == (True, b"", True)
+
+
+def test_interim_responses_are_skipped() -> None:
+    parser, body = parse(
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early\r\nlink: x\r\n\r\n" + ok()
+    )
+    assert (parser.status, body) == (200, b'{"ok":true}')
+    assert "link" not in (parser.headers or {})
+
+
+def test_switching_protocols_is_refused() -> None:
+    with pytest.raises(BadResponse, match="switched protocols"):
+        parse(b"HTTP/1.1 101 Switching\r\nupgrade: h2c\r\n\r\n")
+
+
+@pytest.mark.parametrize(
+    ("head", "keep_alive"),
+    [
+        (b"HTTP/1.1 200 OK\r\nconnection: close\r\n", False),
+        (b"HTTP/1.1 200 OK\r\nConnection: Keep-Alive, Close\r\n", False),
+        (b"HTTP/1.0 200 OK\r\n", False),
+        (b"HTTP/1.0 200 OK\r\nconnection: keep-alive\r\n", True),
+        (b"HTTP/1.1 200 OK\r\n", True),
+    ],
+)
+def test_keep_alive_rules(head: bytes, keep_alive: bool) -> None:
+    parser, _ = parse(head + b"content-length: 0\r\n\r\n")
+    assert parser.complete and parser.keep_alive is keep_alive
+
+
+def test_transfer_encoding_wins_over_content_length_and_forbids_reuse() -> None:
+    data = chunked(b"abc").replace(b"chunked\r\n", b"chunked\r\ncontent-length: 99\r\n")
+    parser, body = parse(data)
+    assert (parser.complete, body, parser.keep_alive) == (True, b"abc", False)
+
+
+def test_bytes_after_the_response_make_the_connection_unusable() -> None:
+    parser, body = parse(ok(b"ab") + b"HTTP/1.1 200 OK\r\n")
+    assert (parser.complete, body, parser.keep_alive) == (True, b"ab", False)
+    parser, body = parse(chunked(b"ab") + b"junk")
+    assert (parser.complete, body, parser.keep_alive) == (True, b"ab", False)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"HTTP/2 200 OK\r\n\r\n",
+        b"HTTP/1.1 2000 OK\r\n\r\n",
+        b"HTTP/1.1 abc OK\r\n\r\n",
+        b"HTTP/1.1 \xb2\xb2\xb2 OK\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nno colon\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\n folded: x\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ncontent-length: -1\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ncontent-length: 1, 2\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n",
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n0x1\r\n",
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n1\r\nabc\r\n",
+    ],
+)
+def test_malformed_responses(data: bytes) -> None:
+    with pytest.raises(BadResponse):
+        parse(data)
+
+
+def test_equal_repeated_content_lengths_are_one() -> None:
+    parser, body = parse(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 2\r\n\r\nab")
+    assert (parser.complete, body) == (True, b"ab")
+
+
+def test_oversized_head_and_chunk_line_are_refused() -> None:
+    with pytest.raises(BadResponse, match="head larger"):
+        parse(b"HTTP/1.1 200 OK\r\nx: " + b"a" * 70000)
+    with pytest.raises(BadResponse, match="line too long"):
+        parse(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n" + b"1" * 5000)
+
+
+def test_started_says_whether_any_response_byte_arrived() -> None:
+    parser = ResponseParser()
+    assert not parser.started
+    parser.feed(b"H")
+    assert parser.started
+
+
+@st.composite
+def responses(draw: st.DrawFn) -> tuple[bytes, bytes, list[int]]:
+    body = draw(st.binary(max_size=300))
+    if draw(st.booleans()):
+        data = ok(body)
+    else:
+        sizes = draw(st.lists(st.integers(1, 50), max_size=20))
+        parts, at = [], 0
+        for size in [*sizes, len(body)]:
+            if at < len(body):
+                parts.append(body[at : at + size])
+                at += size
+        data = chunked(*parts)
+    cuts = sorted(draw(st.lists(st.integers(0, len(data)), max_size=10)))
+    return data, body, cuts
+
+
+@given(responses())
+@settings(max_examples=300, deadline=None)
+def test_any_framing_fed_in_any_pieces_gives_the_body(case: tuple[bytes, bytes, list[int]]) -> None:
+    data, body, cuts = case
+    parser = ResponseParser()
+    got = b""
+    for start, end in zip([0, *cuts], [*cuts, len(data)], strict=True):
+        got += parser.feed(data[start:end])
+    assert parser.complete and got == body and parser.keep_alive
+
+
+@pytest.mark.parametrize(
+    ("coding", "compress"),
+    [
+        ("gzip", gzip.compress),
+        ("deflate", zlib.compress),
+        ("deflate", lambda b: zlib.compress(b)[2:-4]),  # raw deflate, as some servers send
+    ],
+)
+def test_content_codings_are_decoded(coding: str, compress: Any) -> None:
+    data = b'{"ok": true}' * 100
+    decoder = content_decoder({"content-encoding": coding})
+    assert decoder is not None
+    packed = compress(data)
+    out = b"".join(decoder.decode(packed[i : i + 7], LIMIT) for i in range(0, len(packed), 7))
+    assert out + decoder.flush() == data
+    assert content_decoder({"content-encoding": "identity"}) is None
+    with pytest.raises(BadResponse, match="unsupported content-encoding"):
+        content_decoder({"content-encoding": "br"})
+
+
+def test_a_cut_or_corrupt_compressed_body_is_refused() -> None:
+    cut = content_decoder({"content-encoding": "gzip"})
+    assert cut is not None
+    cut.decode(gzip.compress(b"x" * 1000)[:-8], LIMIT)
+    with pytest.raises(BadResponse, match="ended early"):
+        cut.flush()
+    corrupt = content_decoder({"content-encoding": "gzip"})
+    assert corrupt is not None
+    with pytest.raises(BadResponse, match="undecodable"):
+        corrupt.decode(b"not gzip at all", LIMIT)
+
+
+# -- a scripted loopback server ----------------------------------------------------------------
+
+
+@dataclass
+class Reply:
+    """What the server does with one request: send ``data``; then close, or keep the connection;
+    ``silent`` sends nothing and leaves the connection open (for timeouts)."""
+
+    data: bytes = b""
+    close: bool = False
+    silent: bool = False
+
+
+class ScriptedServer:
+    """Answers each request, in arrival order, with the next `Reply`; `ok()` when none is left."""
+
+    def __init__(self, *replies: Reply | bytes, tls: Any = None) -> None:
+        self.replies = deque(r if isinstance(r, Reply) else Reply(r) for r in replies)
+        self.requests: list[bytes] = []
+        self.connections = 0
+        self.received = threading.Condition()
+        self._tls = tls
+        self._lock = threading.Lock()
+        self._socks: list[socket.socket] = []
+        self._threads: list[threading.Thread] = []
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._start(self._accept)
+
+    def _start(self, target: Any, *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                sock, _ = self._listener.accept()
+            except OSError:
+                return  # closed by stop()
+            with self._lock:
+                self.connections += 1
+                self._socks.append(sock)
+            self._start(self._serve, sock)
+
+    def _serve(self, sock: socket.socket) -> None:
+        try:
+            if self._tls is not None:
+                sock = self._tls.wrap_socket(sock, server_side=True)
+                with self._lock:
+                    self._socks.append(sock)  # the plain socket was detached into this one
+            buf = b""
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    data = sock.recv(65536)
+                    if not data:
+                        return
+                    buf += data
+                head, _, buf = buf.partition(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n")[1:]:
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value)
+                while len(buf) < length:
+                    data = sock.recv(1 << 20)
+                    if not data:
+                        return
+                    buf += data
+                with self.received:
+                    self.requests.append(head + b"\r\n\r\n" + buf[:length])
+                    reply = self.replies.popleft() if self.replies else Reply(ok())
+                    self.received.notify_all()
+                buf = buf[length:]
+                if reply.silent:
+                    continue
+                sock.sendall(reply.data)
+                if reply.close:
+                    sock.close()
+                    return
+        except OSError:
+            return
+
+    def wait_for_requests(self, n: int) -> None:
+        with self.received:
+            assert self.received.wait_for(lambda: len(self.requests) >= n, 10)
+
+    def stop(self) -> None:
+        with self._lock:
+            socks = [self._listener, *self._socks]
+        for sock in socks:  # shutdown, unlike close, wakes a thread blocked in accept or recv
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+        for thread in self._threads:
+            thread.join(5)
+
+
+@pytest.fixture
+def script() -> Iterator[Any]:
+    servers: list[ScriptedServer] = []
+
+    def start(*replies: Reply | bytes, tls: Any = None) -> ScriptedServer:
+        server = ScriptedServer(*replies, tls=tls)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def post(
+    url: str, body: bytes = b"{}", headers: list[tuple[str, str]] = HEADERS
+) -> PreparedRequest:
+    return PreparedRequest("POST", url + "/v1/chat/completions", headers, body)
+
+
+def send(
+    transport: SyncTransport,
+    url: str,
+    *,
+    timeouts: Timeouts = TIMEOUTS,
+    max_bytes: int = LIMIT,
+    deadline_at: float | None = None,
+) -> transports.RawResponse:
+    return transport.send(post(url), timeouts, max_bytes, deadline_at)
+
+
+async def asend(
+    transport: AsyncTransport,
+    url: str,
+    *,
+    timeouts: Timeouts = TIMEOUTS,
+    max_bytes: int = LIMIT,
+    deadline_at: float | None = None,
+) -> transports.RawResponse:
+    return await transport.send(post(url), timeouts, max_bytes, deadline_at)
+
+
+@pytest.fixture
+def sync() -> Iterator[SyncTransport]:
+    transport = SyncTransport()
+    yield transport
+    transport.close()
+
+
+@pytest.fixture
+async def aio() -> AsyncIterator[AsyncTransport]:
+    transport = AsyncTransport()
+    yield transport
+    await transport.aclose()
+
+
+# -- the sync transport over sockets -------------------------------------------------------------
+
+
+def test_sends_the_exact_request_and_reads_a_sized_body(script: Any, sync: SyncTransport) -> None:
+    server = script(ok(b'{"a":1}', "X-Request-Id: r1"))
+    raw = send(sync, server.url)
+    assert (raw.status, raw.body, raw.headers.get("x-request-id")) == (200, b'{"a":1}', "r1")
+    assert server.requests == [
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1:%d\r\n"
+        b"accept: application/json\r\ncontent-type: application/json\r\n"
+        b"content-length: 2\r\n\r\n{}" % server.port
+    ]
+
+
+def test_chunked_and_until_close_bodies(script: Any, sync: SyncTransport) -> None:
+    server = script(
+        chunked(b"a" * 70000, b"b", trailer=b"t: 1\r\n"),
+        Reply(b"HTTP/1.1 200 OK\r\n\r\nuntil close", close=True),
+        ok(b"third"),
+    )
+    assert send(sync, server.url).body == b"a" * 70000 + b"b"
+    assert send(sync, server.url).body == b"until close"
+    assert send(sync, server.url).body == b"third"
+    assert server.connections == 2  # the read-until-close body used up its connection
+
+
+def test_keeps_connections_alive_and_reuses_them(script: Any, sync: SyncTransport) -> None:
+    server = script()
+    for _ in range(5):
+        assert send(sync, server.url).status == 200
+    assert server.connections == 1
+    assert len(sync._pool.connections()) == 1 and not sync._pool.in_use
+
+
+def test_connection_close_from_the_server_is_honoured(script: Any, sync: SyncTransport) -> None:
+    server = script(ok(b"1", "Connection: close"), ok(b"2"))
+    assert [send(sync, server.url).body for _ in range(2)] == [b"1", b"2"]
+    assert server.connections == 2
+
+
+def test_a_stale_pooled_connection_is_replaced_once(script: Any, sync: SyncTransport) -> None:
+    """The server closes a kept-alive connection instead of answering: one fresh try."""
+    server = script(ok(b"1"), Reply(close=True), ok(b"2"))
+    assert send(sync, server.url).body == b"1"
+    assert send(sync, server.url).body == b"2"
+    assert (server.connections, len(server.requests)) == (2, 3)
+
+
+def test_a_fresh_connection_closed_without_answer_is_not_retried(
+    script: Any, sync: SyncTransport
+) -> None:
+    server = script(ok(b"1"), Reply(close=True), Reply(close=True), ok(b"never"))
+    assert send(sync, server.url).body == b"1"
+    with pytest.raises(lmclient.APIConnectionError, match="without answering"):
+        send(sync, server.url)
+    assert (server.connections, len(server.requests)) == (2, 3)
+
+
+def test_no_retry_once_response_bytes_arrived(script: Any, sync: SyncTransport) -> None:
+    server = script(ok(b"1"), Reply(b"HTTP/1.1 200 OK\r\ncontent-le", close=True))
+    send(sync, server.url)
+    with pytest.raises(lmclient.APIConnectionError, match="in the response head"):
+        send(sync, server.url)
+    assert (server.connections, len(server.requests)) == (1, 2)
+
+
+def test_a_body_cut_short_is_a_connection_error(script: Any, sync: SyncTransport) -> None:
+    server = script(Reply(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc", close=True))
+    with pytest.raises(lmclient.APIConnectionError, match="before the response was complete"):
+        send(sync, server.url)
+    assert not sync._pool.connections()
+
+
+def test_declared_oversized_body_is_refused_before_reading(
+    script: Any, sync: SyncTransport
+) -> None:
+    """Were the body read, the call would wait for bytes that never come and time out."""
+    server = script(b"HTTP/1.1 200 OK\r\ncontent-length: 2000000\r\n\r\nabc")
+    with pytest.raises(lmclient.ProtocolError, match="2000000 bytes refused"):
+        send(sync, server.url, timeouts=SHORT)
+    assert not sync._pool.connections()
+
+
+def test_undeclared_oversized_body_is_refused_while_counting(
+    script: Any, sync: SyncTransport
+) -> None:
+    server = script(chunked(b"x" * 600, b"y" * 600))
+    with pytest.raises(lmclient.ProtocolError, match="refused after 1200 bytes"):
+        send(sync, server.url, max_bytes=1000)
+
+
+def test_compressed_body_is_decoded_and_counted_decoded(script: Any, sync: SyncTransport) -> None:
+    packed = gzip.compress(b"z" * 5000)
+    server = script(ok(packed, "Content-Encoding: gzip"), ok(packed, "Content-Encoding: gzip"))
+    assert send(sync, server.url).body == b"z" * 5000
+    with pytest.raises(lmclient.ProtocolError, match="max_response_bytes=4000"):
+        send(sync, server.url, max_bytes=4000)
+
+
+def test_read_timeout(script: Any, sync: SyncTransport) -> None:
+    server = script(Reply(silent=True))
+    with pytest.raises(lmclient.APITimeoutError):
+        send(sync, server.url, timeouts=SHORT)
+    assert not sync._pool.connections()
+
+
+def test_expired_deadline_between_chunks(script: Any, sync: SyncTransport) -> None:
+    server = script(chunked(b"a", b"b"))
+    with pytest.raises(lmclient.APITimeoutError, match="deadline"):
+        send(sync, server.url, deadline_at=time.monotonic() - 1)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_connection_refused(sync: SyncTransport) -> None:
+    with pytest.raises(lmclient.APIConnectionError, match=r"connecting to 127\.0\.0\.1") as info:
+        send(sync, f"http://127.0.0.1:{free_port()}")
+    assert not isinstance(info.value, lmclient.APITimeoutError)
+
+
+def test_garbage_is_a_protocol_error(script: Any, sync: SyncTransport) -> None:
+    server = script(b"SSH-2.0-OpenSSH_9.0\r\n\r\n")
+    with pytest.raises(lmclient.ProtocolError, match=r"not an HTTP/1\.1 status line"):
+        send(sync, server.url)
+
+
+def test_the_encoded_head_follows_the_header_list(script: Any, sync: SyncTransport) -> None:
+    server = script()
+    other = [("authorization", "Bearer k2")]
+    for headers in (HEADERS, other, HEADERS):
+        sync.send(post(server.url, headers=headers), TIMEOUTS, LIMIT, None)
+    assert [b"authorization: Bearer k2" in r for r in server.requests] == [False, True, False]
+
+
+def test_stream_yields_chunks_and_returns_the_connection(script: Any, sync: SyncTransport) -> None:
+    server = script(chunked(b"data: 1\n\n", b"data: 2\n\n"), ok(b"after"))
+    response, chunks = sync.stream(post(server.url), TIMEOUTS, LIMIT, None)
+    assert response.status_code == 200 and response.headers["transfer-encoding"] == "chunked"
+    assert b"".join(chunks) == b"data: 1\n\ndata: 2\n\n"
+    assert not sync._pool.in_use
+    response.close()
+    assert send(sync, server.url).body == b"after"
+    assert server.connections == 1
+
+
+def test_closing_an_unread_stream_closes_its_connection(script: Any, sync: SyncTransport) -> None:
+    server = script(chunked(b"a"), ok(b"next"))
+    response, _ = sync.stream(post(server.url), TIMEOUTS, LIMIT, None)
+    assert sync._pool.in_use
+    response.close()
+    assert not sync._pool.in_use and not sync._pool.connections()
+    assert send(sync, server.url).body == b"next"
+    assert server.connections == 2
+
+
+def test_idle_connections_expire(
+    script: Any, sync: SyncTransport, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = script()
+    send(sync, server.url)
+    monkeypatch.setattr(transports, "KEEPALIVE_EXPIRY", 0.0)
+    send(sync, server.url)
+    assert server.connections == 2
+
+
+def test_the_pool_is_lifo_and_drops_the_oldest_expired(monkeypatch: pytest.MonkeyPatch) -> None:
+    closed: list[str] = []
+
+    @dataclass(eq=False)
+    class Conn:
+        name: str
+        origin: tuple[str, str, int] = ("http", "h", 1)
+        idle_since: float = 0.0
+
+        def usable(self, now: float) -> bool:
+            return True
+
+        def close(self) -> None:
+            closed.append(self.name)
+
+    pool: transports.Pool[Conn] = transports.Pool()
+    a, b, c = Conn("a"), Conn("b"), Conn("c")
+    for conn in (a, b):
+        pool.add(conn)
+        pool.release(conn, True)
+    assert pool.checkout(a.origin) is b and pool.in_use == {b}
+    pool.release(b, True)
+    monkeypatch.setattr(transports, "KEEPALIVE_EXPIRY", -1.0)  # everything idle is expired
+    pool.add(c)
+    pool.release(c, True)
+    assert closed == ["a"] and pool.idle[a.origin] == [b, c]
+
+
+# -- TLS ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A self-signed certificate for 127.0.0.1 (key and certificate in one file)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command")
+    path = tmp_path_factory.mktemp("tls") / "cert.pem"
+    subprocess.run(
+        [
+            *(
+                "openssl",
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+            ),
+            *("-nodes", "-days", "1", "-subj", "/CN=127.0.0.1", "-keyout", str(path)),
+            *("-out", str(path.with_suffix(".crt")), "-addext", "subjectAltName=IP:127.0.0.1"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    path.write_bytes(path.read_bytes() + path.with_suffix(".crt").read_bytes())
+    return path
+
+
+@pytest.fixture
+def tls_server(script: Any, certificate: Path) -> ScriptedServer:
+    import ssl
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certificate)
+    server: ScriptedServer = script(ok(b"secure"), ok(b"again"), tls=context)
+    server.url = server.url.replace("http:", "https:")
+    return server
+
+
+def test_tls_verifies_the_server(tls_server: ScriptedServer, sync: SyncTransport) -> None:
+    with pytest.raises(lmclient.APIConnectionError, match="CERTIFICATE_VERIFY_FAILED"):
+        send(sync, tls_server.url)
+
+
+def test_tls_with_a_trusted_certificate(
+    tls_server: ScriptedServer, certificate: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SSL_CERT_FILE", str(certificate.with_suffix(".crt")))
+    transport = SyncTransport()
+    try:
+        assert [send(transport, tls_server.url).body for _ in range(2)] == [b"secure", b"again"]
+    finally:
+        transport.close()
+    assert tls_server.connections == 1
+
+
+async def test_async_tls_with_a_trusted_certificate(
+    tls_server: ScriptedServer, certificate: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SSL_CERT_FILE", str(certificate.with_suffix(".crt")))
+    transport = AsyncTransport()
+    try:
+        bodies = [(await asend(transport, tls_server.url)).body for _ in range(2)]
+    finally:
+        await transport.aclose()
+    assert bodies == [b"secure", b"again"] and tls_server.connections == 1
+
+
+# -- the async transport over sockets ------------------------------------------------------------
+
+
+async def test_async_exact_request_sized_and_chunked_bodies(
+    script: Any, aio: AsyncTransport
+) -> None:
+    server = script(ok(b'{"a":1}'), chunked(b"a" * 70000, b"b"), ok(b"third"))
+    raw = await asend(aio, server.url)
+    assert (raw.status, raw.body) == (200, b'{"a":1}')
+    assert (await asend(aio, server.url)).body == b"a" * 70000 + b"b"
+    assert (await asend(aio, server.url)).body == b"third"
+    assert server.connections == 1
+    assert server.requests[0].endswith(b"content-length: 2\r\n\r\n{}")
+
+
+async def test_async_until_close_body(script: Any, aio: AsyncTransport) -> None:
+    server = script(Reply(b"HTTP/1.1 200 OK\r\n\r\nuntil close", close=True), ok(b"next"))
+    assert (await asend(aio, server.url)).body == b"until close"
+    assert (await asend(aio, server.url)).body == b"next"
+    assert server.connections == 2
+
+
+async def test_async_a_stale_pooled_connection_is_replaced_once(
+    script: Any, aio: AsyncTransport
+) -> None:
+    server = script(ok(b"1"), Reply(close=True), ok(b"2"))
+    assert (await asend(aio, server.url)).body == b"1"
+    assert (await asend(aio, server.url)).body == b"2"
+    assert (server.connections, len(server.requests)) == (2, 3)
+
+
+async def test_async_a_fresh_connection_closed_without_answer_is_not_retried(
+    script: Any, aio: AsyncTransport
+) -> None:
+    server = script(Reply(close=True), ok(b"never"))
+    with pytest.raises(lmclient.APIConnectionError, match="without answering"):
+        await asend(aio, server.url)
+    assert (server.connections, len(server.requests)) == (1, 1)
+
+
+async def test_async_idle_close_is_noticed_before_reuse(script: Any, aio: AsyncTransport) -> None:
+    server = script(Reply(ok(b"1"), close=True), ok(b"2"))
+    assert (await asend(aio, server.url)).body == b"1"
+    assert (await asend(aio, server.url)).body == b"2"
+    assert (server.connections, len(server.requests)) == (2, 2)
+
+
+async def test_async_no_retry_once_response_bytes_arrived(script: Any, aio: AsyncTransport) -> None:
+    server = script(ok(b"1"), Reply(b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\r\nab", close=True))
+    await asend(aio, server.url)
+    with pytest.raises(lmclient.APIConnectionError, match="before the response was complete"):
+        await asend(aio, server.url)
+    assert len(server.requests) == 2 and not aio._pool.connections()
+
+
+async def test_async_oversized_timeouts_refused_and_garbage(
+    script: Any, aio: AsyncTransport
+) -> None:
+    server = script(
+        b"HTTP/1.1 200 OK\r\ncontent-length: 2000000\r\n\r\nabc",
+        chunked(b"x" * 600, b"y" * 600),
+        b"garbage\r\n\r\n",
+        Reply(silent=True),
+    )
+    with pytest.raises(lmclient.ProtocolError, match="2000000 bytes refused"):
+        await asend(aio, server.url, timeouts=SHORT)
+    with pytest.raises(lmclient.ProtocolError, match="refused after"):
+        await asend(aio, server.url, max_bytes=1000)
+    with pytest.raises(lmclient.ProtocolError, match="status line"):
+        await asend(aio, server.url)
+    with pytest.raises(lmclient.APITimeoutError, match="read timeout"):
+        await asend(aio, server.url, timeouts=SHORT)
+    with pytest.raises(lmclient.APIConnectionError, match="connecting to") as info:
+        await asend(aio, f"http://127.0.0.1:{free_port()}")
+    assert not isinstance(info.value, lmclient.APITimeoutError)
+    assert not aio._pool.connections()
+
+
+async def test_async_deadline_and_compressed_body(script: Any, aio: AsyncTransport) -> None:
+    server = script(chunked(b"a", b"b"), ok(gzip.compress(b"z" * 5000), "Content-Encoding: gzip"))
+    with pytest.raises(lmclient.APITimeoutError, match="deadline"):
+        await asend(aio, server.url, deadline_at=time.monotonic() - 1)
+    assert (await asend(aio, server.url)).body == b"z" * 5000
+
+
+async def test_async_large_request_body_waits_for_the_socket(
+    script: Any, aio: AsyncTransport
+) -> None:
+    server = script()
+    body = b"x" * (8 << 20)
+    raw = await aio.send(post(server.url, body), TIMEOUTS, LIMIT, None)
+    assert raw.status == 200 and server.requests[0].endswith(body)
+
+
+async def test_async_stream_and_release(script: Any, aio: AsyncTransport) -> None:
+    server = script(chunked(b"data: 1\n\n", b"data: 2\n\n"), chunked(b"a" * 10), ok(b"next"))
+    response, chunks = await aio.stream(post(server.url), TIMEOUTS, LIMIT, None)
+    assert response.status_code == 200
+    assert b"".join([c async for c in chunks]) == b"data: 1\n\ndata: 2\n\n"
+    assert not aio._pool.in_use
+    await response.aclose()
+    response, chunks = await aio.stream(post(server.url), TIMEOUTS, LIMIT, None)
+    assert aio._pool.in_use
+    await response.aclose()  # unread: the connection is closed, not pooled
+    assert not aio._pool.in_use
+    assert (await asend(aio, server.url)).body == b"next"
+    assert server.connections == 2
+
+
+async def test_async_cancelled_call_closes_its_connection(script: Any, aio: AsyncTransport) -> None:
+    server = script(Reply(silent=True), ok(b"after"))
+    task = asyncio.create_task(asend(aio, server.url))
+    await asyncio.to_thread(server.wait_for_requests, 1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not aio._pool.connections()
+    assert (await asend(aio, server.url)).body == b"after"
+
+
+async def test_async_pool_drops_connections_of_a_finished_loop(script: Any) -> None:
+    server = script()
+    transport = AsyncTransport()
+
+    async def one() -> bytes:
+        return (await asend(transport, server.url)).body
+
+    def other_loop() -> None:
+        asyncio.run(one())
+
+    thread = threading.Thread(target=other_loop)
+    thread.start()
+    thread.join(10)
+    assert len(transport._pool.connections()) == 1
+    assert await one() == b'{"ok":true}'
+    assert server.connections == 2
+    await transport.aclose()
+
+
+async def test_async_concurrent_calls_share_a_bounded_set_of_connections(
+    script: Any, aio: AsyncTransport
+) -> None:
+    server = script()
+    for _ in range(3):
+        await asyncio.gather(*(asend(aio, server.url) for _ in range(20)))
+    assert server.connections == 20 and len(aio._pool.connections()) == 20
+
+
+# -- a user's respx mock intercepts every request -------------------------------------------------
+
+
+BODY = {"choices": [{"index": 0, "message": {"content": "4"}, "finish_reason": "stop"}]}
+COMPLETION = ok(json.dumps(BODY).encode())
+EVENT = b'data: {"choices":[{"index":0,"delta":{"content":"4"},"finish_reason":"stop"}]}\n\n'
+
+
+def _answer(request: httpx.Request) -> httpx.Response:
+    if json.loads(request.content).get("stream"):
+        return httpx.Response(200, content=EVENT + b"data: [DONE]\n\n")
+    return httpx.Response(200, json=BODY)
+
+
+def test_default_respx_mock_intercepts_sync_send_and_stream(script: Any) -> None:
+    server = script(COMPLETION, COMPLETION)  # real: not to be reached while the mock is on
+    with lmclient.Client(server.url + "/v1", model="m", dialect="vllm") as client:
+        assert client.generate("Q") == "4"  # a pooled socket is open when the mock starts
+        assert client._transport._pool.connections()
+        with respx.mock:
+            route = respx.post(server.url + "/v1/chat/completions").mock(side_effect=_answer)
+            assert client.generate("Q", int) == 4
+            with client.stream("Q", int) as s:
+                assert s.value == 4
+            assert route.call_count == 2
+        assert len(server.requests) == 1
+        assert client.generate("Q") == "4"  # the mock is off: back to the socket
+        assert len(server.requests) == 2
+
+
+async def test_default_respx_mock_intercepts_async_send_and_stream(script: Any) -> None:
+    server = script(COMPLETION, COMPLETION)
+    async with lmclient.AsyncClient(server.url + "/v1", model="m", dialect="vllm") as client:
+        assert await client.generate("Q") == "4"
+        with respx.mock:
+            route = respx.post(server.url + "/v1/chat/completions").mock(side_effect=_answer)
+            assert await client.generate("Q", int) == 4
+            async with client.stream("Q", int) as s:
+                assert await s.aread() == 4
+            assert route.call_count == 2
+        assert len(server.requests) == 1
+        assert await client.generate("Q") == "4"
+        assert len(server.requests) == 2
+
+
+def test_unmatched_request_under_respx_mock_is_not_sent(script: Any) -> None:
+    server = script()
+    with (
+        respx.mock,
+        lmclient.Client(server.url + "/v1", model="m", dialect="vllm") as client,
+        pytest.raises(respx.models.AllMockedAssertionError),
+    ):
+        client.generate("Q")
+    assert not server.requests
+
+
+def test_patch_watch_learns_the_original_lazily(monkeypatch: pytest.MonkeyPatch) -> None:
+    def original(self: object) -> None: ...
+
+    original.__module__ = "httpcore._sync.connection_pool"
+
+    def mocked(self: object) -> None: ...
+
+    pool = type("ConnectionPool", (), {"handle_request": mocked})
+    monkeypatch.setitem(sys.modules, "httpcore", SimpleNamespace(ConnectionPool=pool))
+    watch = PatchWatch("ConnectionPool", "handle_request")
+    assert watch.active()  # first seen while patched: not taken for the original
+    pool.handle_request = original  # type: ignore[attr-defined]
+    assert not watch.active()
+    pool.handle_request = mocked  # type: ignore[attr-defined]
+    assert watch.active()
+    pool.handle_request = original  # type: ignore[attr-defined]
+    assert not watch.active()
+    monkeypatch.delitem(sys.modules, "httpcore")
+    assert not PatchWatch("ConnectionPool", "handle_request").active()
+
+
+# -- the clients over the loopback fake -----------------------------------------------------------
+
+
+class Person(msgspec.Struct):
+    name: str
+    age: int
+
+
+def test_clients_over_the_fake_reuse_one_connection() -> None:
+    fake = FakeLLM()
+    with fake.serve() as url, lmclient.Client(url, model="fake-model", dialect="vllm") as client:
+        for i in range(20):
+            fake.reply(Person(f"P{i}", i))
+            assert client.generate("Q", Person) == Person(f"P{i}", i)
+        fake.reply("streamed text " * 10)
+        with client.stream("Q") as s:
+            assert s.value == "streamed text " * 10
+        assert len(client._transport._pool.connections()) == 1
+
+
+async def test_async_client_over_the_fake_streams_items() -> None:
+    fake = FakeLLM()
+    people = [Person(f"P{i}", i) for i in range(5)]
+    fake.reply(people, chunk_size=4)
+    with fake.serve() as url:
+        async with lmclient.AsyncClient(url, model="fake-model", dialect="vllm") as client:
+            async with client.stream("Q", list[Person]) as s:
+                assert [p async for p in s.items()] == people
+            assert not client._transport._pool.in_use
+
+
+async def test_async_read_timeout_of_a_reused_connection_is_its_own(
+    script: Any, aio: AsyncTransport
+) -> None:
+    """The connection's timer was armed for 5 s by the first call; the second asks for 0.3 s."""
+    server = script(ok(), Reply(silent=True))
+    await asend(aio, server.url)
+    started = time.monotonic()
+    with pytest.raises(lmclient.APITimeoutError):
+        await asend(aio, server.url, timeouts=SHORT)
+    assert time.monotonic() - started < 3  # not the first call's 5 s
+    assert server.connections == 1
+
+
+async def test_closing_the_transport_fails_a_call_in_flight(script: Any) -> None:
+    server = script(chunked(b"first")[:-5])  # the stream's end never comes
+    transport = AsyncTransport()
+    response, chunks = await transport.stream(post(server.url), TIMEOUTS, LIMIT, None)
+    assert await chunks.__anext__() == b"first"
+    await transport.aclose()
+    with pytest.raises(lmclient.APIConnectionError, match="closed during the call"):
+        await chunks.__anext__()
+    await response.aclose()
