@@ -40,7 +40,7 @@ from .protocol import (
 )
 from .response import Response
 from .sse import ServerSentEvent, SSEDecoder
-from .types import OutputSpec, compile_output
+from .types import DECODE_ERRORS, OutputSpec, compile_output
 
 __all__ = ["Call", "ClientCore", "PreparedRequest", "StreamState", "Timeouts"]
 
@@ -612,7 +612,7 @@ class Call:
 def _decode_wire(tp: type[Any], body: bytes) -> Any:
     try:
         return msgspec.json.decode(body, type=tp)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except DECODE_ERRORS as exc:
         raise errors.ProtocolError(f"unexpected response body ({exc})", body=body) from None
 
 
@@ -631,7 +631,7 @@ def api_error(status: int, headers: Mapping[str, str], body: bytes) -> errors.AP
     """The typed error for an error response, from any server's envelope."""
     try:
         decoded: Any = msgspec.json.decode(body)
-    except msgspec.DecodeError:
+    except DECODE_ERRORS:
         decoded = body.decode("utf-8", "replace")
     info = error_info(decoded)
     if info is not None:
@@ -764,7 +764,7 @@ class StreamState:
             raise _event_error(data)
         try:
             chunk = self._chunks.decode(data)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except DECODE_ERRORS as exc:
             raise errors.ProtocolError(f"bad stream event ({exc})", body=data) from None
         if chunk.error is not None:
             raise _event_error(data)
@@ -795,7 +795,7 @@ def _event_error(data: bytes) -> errors.APIError:
     status = 500
     try:
         decoded = msgspec.json.decode(data)
-    except msgspec.DecodeError:
+    except DECODE_ERRORS:
         decoded = None
     inner = decoded.get("error", decoded) if isinstance(decoded, dict) else None
     code = inner.get("code") if isinstance(inner, dict) else None

@@ -18,6 +18,7 @@ from .core import StreamState
 from .protocol import Usage
 from .response import Response
 from .sse import ArrayItems
+from .types import DECODE_ERRORS
 
 __all__ = ["AsyncStream", "Stream"]
 
@@ -43,7 +44,7 @@ def _item_decoder(state: StreamState) -> Callable[[str], Any]:
     def decode(text: str) -> Any:
         try:
             return decoder.decode(text)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except DECODE_ERRORS as exc:
             raise errors.ValidationError(str(exc), text=text, output_type=element) from None
 
     return decode

@@ -23,6 +23,9 @@ from .errors import ValidationError
 __all__ = ["Choice", "Grammar", "JsonSchema", "OutputSpec", "Regex", "compile_output"]
 
 T = TypeVar("T")
+# What decoding a server's bytes can raise: msgspec's errors, and RecursionError for JSON nested
+# deeper than msgspec follows (the bound on nesting); each becomes an lmclient error.
+DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 Kind = Literal["text", "json", "any", "regex", "choice", "grammar"]
 Decoder = Callable[[str], Any]
 
@@ -177,7 +180,7 @@ class OutputSpec(Generic[T]):
         def decode(text: str) -> T:
             try:
                 raw = wrapper.decode(text).value
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            except DECODE_ERRORS as exc:
                 raise ValidationError(str(exc), text=text, output_type=output_type) from None
             return decode_json(bytes(raw))
 
@@ -260,7 +263,7 @@ def _msgspec_decoder(tp: Any, reported: Any = None) -> Callable[[str | bytes], A
     def decode(text: str | bytes) -> Any:
         try:
             return decoder.decode(text)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except DECODE_ERRORS as exc:
             raise _validation_error(exc, text, shown) from None
 
     return decode
@@ -311,7 +314,7 @@ def _regex_spec(marker: Regex) -> OutputSpec[str]:
     def decode_json(text: str | bytes) -> str:
         try:
             value = json_string.decode(text)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except DECODE_ERRORS as exc:
             raise _validation_error(exc, text, marker) from None
         return decode(value)
 
@@ -341,7 +344,7 @@ def _choice_spec(tp: Any, mapping: dict[str, Any]) -> OutputSpec[Any]:
     def decode_json(text: str | bytes) -> Any:
         try:
             value = json_string.decode(text)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except DECODE_ERRORS as exc:
             raise _validation_error(exc, text, tp) from None
         return decode(value)
 
