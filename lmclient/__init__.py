@@ -22,6 +22,7 @@ from .errors import (
     UnsupportedConstraintError,
     ValidationError,
 )
+from .progress import Progress
 from .protocol import TokenLogprob, TopLogprob, Usage
 from .response import Response
 from .types import Choice, Grammar, JsonSchema, Regex
@@ -42,6 +43,7 @@ __all__ = [
     "LMClientError",
     "NotFoundError",
     "PermissionDeniedError",
+    "Progress",
     "ProtocolError",
     "RateLimitError",
     "RefusalError",
