@@ -53,6 +53,7 @@ class _AsyncConnection(asyncio.Protocol):
     __slots__ = (
         "buffered",
         "closed",
+        "deadline_timer",
         "drain",
         "error",
         "idle_since",
@@ -82,6 +83,7 @@ class _AsyncConnection(asyncio.Protocol):
         self.waiter: asyncio.Future[None] | None = None
         self.drain: asyncio.Future[None] | None = None
         self.timer: asyncio.TimerHandle | None = None
+        self.deadline_timer: asyncio.TimerHandle | None = None  # only for calls with a deadline
         self.streaming = False
         self.reading_paused = False
         self.closed = False
@@ -100,6 +102,7 @@ class _AsyncConnection(asyncio.Protocol):
 
     def close(self) -> None:
         self._cancel_timer()
+        self._cancel_deadline()
         if self.parser is not None and not self.parser.complete:  # e.g. the client was closed
             self._fail(errors.APIConnectionError("the connection was closed during the call"))
         self.parser = None
@@ -122,6 +125,8 @@ class _AsyncConnection(asyncio.Protocol):
         self.streaming = stream
         self.read_timeout = read_timeout
         assert self.transport is not None
+        if limiter.deadline_at is not None:  # the loop's clock is time.monotonic(), as the core's
+            self.deadline_timer = self.loop.call_at(limiter.deadline_at, self._deadline)
         self.transport.write(payload)
         if not math.isinf(read_timeout):
             self.last_read = now = self.loop.time()
@@ -153,6 +158,7 @@ class _AsyncConnection(asyncio.Protocol):
         connection and read-timeout period, not one per request)."""
         self.parser = None
         self.limiter = None
+        self._cancel_deadline()
 
     # -- asyncio callbacks -----------------------------------------------------------------
 
@@ -251,6 +257,19 @@ class _AsyncConnection(asyncio.Protocol):
             return
         self._fail(errors.APITimeoutError("timed out waiting for the server (read timeout)"))
         self.close()
+
+    def _deadline(self) -> None:
+        """The call's deadline passed mid-response: however the server trickles its bytes, the
+        call ends now (the connection's state is then unknown, so it is closed)."""
+        self.deadline_timer = None
+        if self.parser is not None:
+            self._fail(errors.APITimeoutError("the call's deadline expired during the response"))
+            self.close()
+
+    def _cancel_deadline(self) -> None:
+        if self.deadline_timer is not None:
+            self.deadline_timer.cancel()
+            self.deadline_timer = None
 
     def _cancel_timer(self) -> None:
         if self.timer is not None:

@@ -152,6 +152,14 @@ def io_error(exc: BaseException, doing: str) -> errors.LMClientError:
     return errors.APIConnectionError(f"{type(exc).__name__} {doing}: {exc}")
 
 
+def remaining(deadline_at: float, doing: str) -> float:
+    """Seconds left before the call's deadline; `APITimeoutError` once it has passed."""
+    left = deadline_at - time.monotonic()
+    if left <= 0:
+        raise errors.APITimeoutError(f"the call's deadline expired {doing}")
+    return left
+
+
 def or_none(timeout: float) -> float | None:
     """A timeout for socket and asyncio calls, where None means none."""
     return None if math.isinf(timeout) else timeout
@@ -359,6 +367,12 @@ class _SyncConnection:
             self.sock.settimeout(or_none(timeout))
             self.timeout = timeout
 
+    def pace(self, read_timeout: float, deadline_at: float | None, doing: str) -> None:
+        """Before a read: wait no longer than the read timeout, nor past the deadline (so a
+        server trickling bytes cannot keep a call alive after it)."""
+        if deadline_at is not None:
+            self.set_timeout(min(read_timeout, remaining(deadline_at, doing)))
+
     def usable(self, now: float) -> bool:
         return now - self.idle_since < KEEPALIVE_EXPIRY
 
@@ -377,12 +391,14 @@ class _SyncBody(httpx.SyncByteStream):
         parser: ResponseParser,
         limiter: Limiter,
         first: bytes,
+        read_timeout: float,
     ) -> None:
         self._pool = pool
         self._conn: _SyncConnection | None = conn
         self._parser = parser
         self._limiter = limiter
         self._first = first
+        self._read_timeout = read_timeout
 
     def __iter__(self) -> Iterator[bytes]:
         return self
@@ -398,7 +414,9 @@ class _SyncBody(httpx.SyncByteStream):
                     return piece
             parser = self._parser
             recv = conn.sock.recv
+            deadline_at = self._limiter.deadline_at
             while not parser.complete:
+                conn.pace(self._read_timeout, deadline_at, "reading the response")
                 data = recv(READ_SIZE)
                 if not data:
                     if parser.feed_eof():
@@ -454,6 +472,7 @@ class SyncTransport:
             parts = [limiter.take(first)] if first else []
             recv = conn.sock.recv
             while not parser.complete:
+                conn.pace(timeouts.read, deadline_at, "reading the response")
                 data = recv(READ_SIZE)
                 if not data:
                     if parser.feed_eof():
@@ -490,7 +509,7 @@ class SyncTransport:
         limiter = Limiter(max_bytes, deadline_at)
         conn, parser, first = self._exchange(request, timeouts, limiter)
         assert parser.headers is not None
-        body = _SyncBody(self._pool, conn, parser, limiter, first)
+        body = _SyncBody(self._pool, conn, parser, limiter, first, timeouts.read)
         return httpx.Response(parser.status, headers=parser.headers, stream=body), body
 
     def close(self) -> None:
@@ -529,6 +548,7 @@ class SyncTransport:
             recv = conn.sock.recv
             first = b""
             while parser.headers is None:
+                conn.pace(timeouts.read, limiter.deadline_at, doing)
                 data = recv(READ_SIZE)
                 if not data:
                     if parser.started:
