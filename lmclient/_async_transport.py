@@ -368,9 +368,14 @@ class AsyncTransport:
         return httpx.Response(parser.status, headers=parser.headers, stream=body), body
 
     async def aclose(self) -> None:
+        """Close every connection; when this returns, their sockets are closed too (asyncio
+        closes an aborted transport's socket one loop iteration later)."""
+        had_connections = bool(self._pool.connections())
         self._pool.close()
         if self._httpx is not None:
             await self._httpx.aclose()
+        if had_connections:
+            await asyncio.sleep(0)
 
     # -- own HTTP/1.1 --------------------------------------------------------------------
 
