@@ -289,8 +289,11 @@ class ClientCore:
             raise ValueError(f"endpoint must be 'chat' or 'completions', not {endpoint!r}")
         elif not isinstance(prompt, str):
             raise TypeError("complete() takes a str prompt")
-        if self.dialect is not None:
-            self.dialect.plan(spec, endpoint)  # UnsupportedConstraintError now, not after I/O
+        if self.dialect is not None:  # the dialect's refusals now, not after I/O
+            self.dialect.plan(spec, endpoint)
+            extra = params.get("extra_body") or self.defaults.get("extra_body")
+            if extra:
+                self.dialect.check_extra(extra, endpoint)
         return spec
 
     def batch(
@@ -354,6 +357,7 @@ class ClientCore:
         body.update(plan.fields)
         extra = merged.get("extra_body")
         if extra:
+            self.dialect.check_extra(extra, endpoint)
             body.update(extra)
         request = PreparedRequest(
             "POST",

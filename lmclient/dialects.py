@@ -61,6 +61,24 @@ class Dialect:
     object_root: bool = False
     stream_usage: bool = True  # reads stream_options.include_usage
     constrained_endpoints: frozenset[str] = frozenset({"chat", "completions"})
+    # Fields the server accepts and silently ignores (200, as if never sent): refused in
+    # extra_body, where a user would count on them. `reads`, where known, is the whole set of
+    # fields the server reads at all (Ollama's Go decoder drops every other key).
+    ignores: frozenset[str] = frozenset()
+    ignores_on_completions: frozenset[str] = frozenset()
+    reads: frozenset[str] | None = None
+
+    def check_extra(self, extra: Fields, endpoint: Endpoint) -> None:
+        """Refuse extra_body fields this server would silently ignore."""
+        for name in extra:
+            ignored = name in self.ignores or (
+                endpoint == "completions" and name in self.ignores_on_completions
+            )
+            if ignored or (self.reads is not None and name not in self.reads):
+                raise ValueError(
+                    f"extra_body field {name!r} is silently ignored by {self.name} servers on "
+                    f"the {endpoint} endpoint; lmclient does not send fields that cannot work"
+                )
 
     def plan(self, spec: OutputSpec[Any], endpoint: Endpoint) -> Plan:
         """The cached plan for ``spec`` on ``endpoint``; raises before any request is built."""
@@ -178,6 +196,24 @@ def _dialects(*dialects: Dialect) -> dict[str, Dialect]:
 
 
 _GBNF = frozenset({"gbnf"})
+_GUIDED = frozenset(
+    {
+        "guided_json",
+        "guided_regex",
+        "guided_choice",
+        "guided_grammar",
+        "guided_decoding_backend",
+        "guided_whitespace_pattern",
+    }
+)
+_OTHER_SERVERS = _GUIDED | {"structured_outputs"}
+_OLLAMA_READS = frozenset(
+    {
+        "model", "messages", "prompt", "stream", "stream_options", "max_tokens", "seed", "stop",
+        "temperature", "frequency_penalty", "presence_penalty", "top_p", "response_format",
+        "tools", "reasoning", "reasoning_effort", "logprobs", "top_logprobs", "suffix",
+    }
+)  # fmt: skip
 
 DIALECTS: dict[str, Dialect] = _dialects(
     Dialect(
@@ -189,6 +225,7 @@ DIALECTS: dict[str, Dialect] = _dialects(
         grammar=_so("grammar"),
         grammar_syntaxes=frozenset({"gbnf", "lark"}),
         native_choice=True,
+        ignores=_GUIDED,  # removed in vLLM 0.12: accepted, ignored, output unconstrained
     ),
     Dialect(
         "vllm-guided",
@@ -199,6 +236,7 @@ DIALECTS: dict[str, Dialect] = _dialects(
         grammar=_top("guided_grammar"),
         grammar_syntaxes=frozenset({"gbnf", "lark"}),
         native_choice=True,
+        ignores=frozenset({"structured_outputs"}),  # unknown before vLLM 0.10.2
     ),
     Dialect(
         "sglang",
@@ -208,6 +246,7 @@ DIALECTS: dict[str, Dialect] = _dialects(
         choice=lambda options: {"regex": regex_alternation(options)},
         grammar=_top("ebnf"),
         grammar_syntaxes=_GBNF,
+        ignores=_OTHER_SERVERS,
     ),
     Dialect(
         "llamacpp",
@@ -216,6 +255,8 @@ DIALECTS: dict[str, Dialect] = _dialects(
         choice=lambda options: {"grammar": gbnf_alternation(options)},
         grammar=_top("grammar"),
         grammar_syntaxes=_GBNF,
+        ignores=_OTHER_SERVERS,
+        ignores_on_completions=frozenset({"response_format"}),
     ),
     Dialect(
         "tgi",
@@ -227,6 +268,8 @@ DIALECTS: dict[str, Dialect] = _dialects(
         object_root=True,
         stream_usage=False,
         constrained_endpoints=frozenset({"chat"}),
+        ignores=_OTHER_SERVERS | {"json_schema", "grammar", "regex"},
+        ignores_on_completions=frozenset({"response_format"}),
     ),
     Dialect("generic", schema=_response_format, any_json=_JSON_OBJECT),
     Dialect(
@@ -234,6 +277,8 @@ DIALECTS: dict[str, Dialect] = _dialects(
         schema=_response_format,
         any_json=_JSON_OBJECT,
         constrained_endpoints=frozenset({"chat"}),
+        reads=_OLLAMA_READS,  # top_k, min_p, …: dropped by Ollama's /v1 decoder
+        ignores_on_completions=frozenset({"response_format"}),
     ),
     Dialect("lmstudio", schema=_response_format),  # LM Studio answers json_object with 400
     Dialect(

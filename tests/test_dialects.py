@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ import lmclient
 from lmclient.dialects import DIALECTS, get_dialect, strict_schema
 from lmclient.types import compile_output
 from tests.kinds import KINDS, Kind, expected_fields, reply_text
+from tests.test_core import make_core
 
 
 @pytest.mark.parametrize("endpoint", ["chat", "completions"])
@@ -90,3 +92,45 @@ def test_readme_capability_matrix_matches_the_dialect_tables() -> None:
     from scripts.capabilities import matrix, readme_matrix
 
     assert readme_matrix() == matrix().strip(), "run: python scripts/capabilities.py --write"
+
+
+@pytest.mark.parametrize(
+    ("dialect", "endpoint", "field"),
+    [
+        ("vllm", "chat", "guided_json"),
+        ("vllm", "completions", "guided_choice"),
+        ("vllm-guided", "chat", "structured_outputs"),
+        ("llamacpp", "completions", "response_format"),
+        ("llamacpp", "chat", "guided_regex"),
+        ("sglang", "chat", "structured_outputs"),
+        ("tgi", "completions", "response_format"),
+        ("ollama", "chat", "top_k"),
+        ("ollama", "chat", "min_p"),
+    ],
+)
+def test_extra_body_fields_a_server_ignores_are_refused(
+    dialect: str, endpoint: Any, field: str
+) -> None:
+    route_free = lmclient.Client("http://h/v1", model="m", dialect=dialect)
+    with pytest.raises(ValueError, match=f"{field!r} is silently ignored"):
+        route_free.create("Q", endpoint=endpoint, extra_body={field: 1})
+    with pytest.raises(ValueError, match="silently ignored"):
+        lmclient.Client(
+            "http://h/v1", model="m", dialect=dialect, defaults={"extra_body": {field: 1}}
+        ).create("Q", endpoint=endpoint)
+
+
+@pytest.mark.parametrize(
+    ("dialect", "field"),
+    [
+        ("vllm", "top_k"),
+        ("llamacpp", "top_k"),
+        ("ollama", "seed"),
+        ("generic", "anything"),
+        ("llamacpp", "n_probs"),
+    ],
+)
+def test_extra_body_fields_a_server_reads_pass(dialect: str, field: str) -> None:
+    core = make_core(dialect=dialect)
+    call = core.prepare("create", "Q", str, "chat", {"extra_body": {field: 1}})
+    assert json.loads(call.request.body or b"")[field] == 1
