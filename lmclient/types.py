@@ -300,9 +300,25 @@ def anchored(pattern: str) -> str:
     return f"^({core})$"
 
 
+_JSON_STRING = msgspec.json.Decoder(str)
+
+
+def _from_json_string(decode: Callable[[str], T], tp: Any) -> Callable[[str | bytes], T]:
+    """``decode`` for text that arrives as a JSON string (a regex or a choice emulated through a
+    JSON schema): unquote it first."""
+
+    def decode_json(text: str | bytes) -> T:
+        try:
+            value = _JSON_STRING.decode(text)
+        except DECODE_ERRORS as exc:
+            raise _validation_error(exc, text, tp) from None
+        return decode(value)
+
+    return decode_json
+
+
 def _regex_spec(marker: Regex) -> OutputSpec[str]:
     compiled = re.compile(marker.pattern)
-    json_string = msgspec.json.Decoder(str)
 
     def decode(text: str) -> str:
         if compiled.fullmatch(text) is None:
@@ -311,27 +327,19 @@ def _regex_spec(marker: Regex) -> OutputSpec[str]:
             )
         return text
 
-    def decode_json(text: str | bytes) -> str:
-        try:
-            value = json_string.decode(text)
-        except DECODE_ERRORS as exc:
-            raise _validation_error(exc, text, marker) from None
-        return decode(value)
-
     return OutputSpec(
         marker,
         "regex",
         "regex",
         decode=decode,
         schema={"type": "string", "pattern": anchored(marker.pattern)},
-        decode_json=decode_json,
+        decode_json=_from_json_string(decode, marker),
         pattern=marker.pattern,
     )
 
 
 def _choice_spec(tp: Any, mapping: dict[str, Any]) -> OutputSpec[Any]:
     options = tuple(mapping)
-    json_string = msgspec.json.Decoder(str)
 
     def decode(text: str) -> Any:
         try:
@@ -341,20 +349,13 @@ def _choice_spec(tp: Any, mapping: dict[str, Any]) -> OutputSpec[Any]:
                 f"expected one of {list(options)!r}", text=text, output_type=tp
             ) from None
 
-    def decode_json(text: str | bytes) -> Any:
-        try:
-            value = json_string.decode(text)
-        except DECODE_ERRORS as exc:
-            raise _validation_error(exc, text, tp) from None
-        return decode(value)
-
     return OutputSpec(
         tp,
         "choice",
         _type_name(tp) if isinstance(tp, type) else "choice",
         decode=decode,
         schema={"type": "string", "enum": list(options)},
-        decode_json=decode_json,
+        decode_json=_from_json_string(decode, tp),
         options=options,
     )
 
