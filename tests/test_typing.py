@@ -1,0 +1,28 @@
+"""Static typing is part of the API: mypy --strict must accept tests/typing/usage.py as it is
+(every ``assert_type`` exact, every misspelt parameter an error the file expects)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_usage_type_checks() -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--warn-unused-ignores",
+            "--skip-cache-mtime-checks",
+            "tests/typing/usage.py",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
