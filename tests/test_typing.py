@@ -18,7 +18,7 @@ def test_usage_type_checks() -> None:
             "mypy",
             "--strict",
             "--warn-unused-ignores",
-            "--skip-cache-mtime-checks",
+            "--no-incremental",
             "tests/typing/usage.py",
         ],
         cwd=ROOT,
