@@ -1,10 +1,17 @@
 """lmclient: a small, fast, typed client for self-hosted LLM servers.
 
 Pass a prompt and an output type; get back a validated value of that type.
+
+The exceptions are imported at once; everything else on first use (PEP 562), so that
+``import lmclient`` — and the ``lmclient`` command's ``--help`` — do not pay for httpx and
+asyncio until a client is made.
 """
 
-from .async_client import AsyncClient
-from .client import Client
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
     APIConnectionError,
     APIError,
@@ -22,12 +29,44 @@ from .errors import (
     UnsupportedConstraintError,
     ValidationError,
 )
-from .progress import Progress
-from .protocol import TokenLogprob, TopLogprob, Usage
-from .response import Response
-from .types import Choice, Grammar, JsonSchema, Regex
+
+if TYPE_CHECKING:
+    from .async_client import AsyncClient
+    from .client import Client
+    from .progress import Progress
+    from .protocol import TokenLogprob, TopLogprob, Usage
+    from .response import Response
+    from .types import Choice, Grammar, JsonSchema, Regex
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "AsyncClient": "async_client",
+    "Client": "client",
+    "Progress": "progress",
+    "TokenLogprob": "protocol",
+    "TopLogprob": "protocol",
+    "Usage": "protocol",
+    "Response": "response",
+    "Choice": "types",
+    "Grammar": "types",
+    "JsonSchema": "types",
+    "Regex": "types",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lmclient' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
 
 __all__ = [
     "APIConnectionError",

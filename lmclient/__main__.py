@@ -1,0 +1,7 @@
+"""``python -m lmclient``: the same as the ``lmclient`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
