@@ -1,43 +1,101 @@
 """Test helpers for code that talks to OpenAI-compatible LLM servers.
 
-:class:`FakeLLM` answers chat, completions and models requests like vLLM does, from scripted
-replies or from the constraint each request carries (a valid JSON instance for a schema, a
-match for a regex, one of the choices)::
+:class:`FakeLLM` answers chat, completions, models and server-probe requests like vLLM (or
+another server kind) does: from scripted replies, or with text that satisfies the constraint
+each request carries (a valid JSON instance for a schema, a match for a regex, one of the
+choices, a sentence of a grammar). Faults (error statuses, delays, stalls, cut connections,
+corrupt bodies, broken streams) are scripted the same way::
 
     from lmclient.testing import FakeLLM
 
     fake = FakeLLM()
-    fake.reply({"name": "Ada", "age": 36}, times=1)
+    fake.fail(503, times=1, retry_after=0)  # the first call fails, the retry succeeds
+    fake.reply({"name": "Ada", "age": 36})
     with fake.serve() as base_url:          # a real server on 127.0.0.1
         ...                                 # or: with fake.mock() as base_url: (respx)
-    assert fake.last_request.constraint.kind == "json_schema"
+    fake.assert_called(times=2, with_output_type=Person)
 
-Importing this package needs only the standard library and msgspec; respx and httpx are
-imported when :meth:`FakeLLM.mock` is used.
+With pytest, the ``fake_llm`` fixture (this package's pytest plugin) gives a served FakeLLM per
+test. The names below are imported on first use (PEP 562): pytest imports the plugin module of
+this package in every session, and that must not pay for msgspec and the fake. respx and httpx
+are imported when :meth:`FakeLLM.mock` is used, lmclient's clients when an output type is
+compared (:meth:`RecordedRequest.asks_for`).
 """
 
-from ._constraints import Constraint, ConstraintKind, read_constraint
-from ._errors import ConstraintError, UnsatisfiableError
-from ._fake import FakeLLM
-from ._recording import Endpoint, RecordedRequest
-from ._regex_gen import regex_instance
-from ._schema_instance import OptionalFields, schema_instance
-from ._script import Reply, StreamStyle
-from ._wire import FakeResponse, StreamDropped, estimate_tokens
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._constraints import Constraint, ConstraintKind, read_constraint
+    from ._errors import ConstraintError, UnsatisfiableError
+    from ._fake import FakeLLM
+    from ._faults import FAULTS, Fault, FaultKind
+    from ._recording import Endpoint, RecordedRequest
+    from ._regex_gen import regex_instance
+    from ._schema_instance import OptionalFields, schema_instance
+    from ._script import Match, Reply, StreamStyle, When
+    from ._wire import FakeResponse, Pause, StreamDropped, estimate_tokens
+
+_LAZY = {
+    "Constraint": "_constraints",
+    "ConstraintKind": "_constraints",
+    "read_constraint": "_constraints",
+    "ConstraintError": "_errors",
+    "UnsatisfiableError": "_errors",
+    "FakeLLM": "_fake",
+    "FAULTS": "_faults",
+    "Fault": "_faults",
+    "FaultKind": "_faults",
+    "Endpoint": "_recording",
+    "RecordedRequest": "_recording",
+    "regex_instance": "_regex_gen",
+    "OptionalFields": "_schema_instance",
+    "schema_instance": "_schema_instance",
+    "Match": "_script",
+    "Reply": "_script",
+    "StreamStyle": "_script",
+    "When": "_script",
+    "FakeResponse": "_wire",
+    "Pause": "_wire",
+    "StreamDropped": "_wire",
+    "estimate_tokens": "_wire",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lmclient.testing' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
 
 __all__ = [
+    "FAULTS",
     "Constraint",
     "ConstraintError",
     "ConstraintKind",
     "Endpoint",
     "FakeLLM",
     "FakeResponse",
+    "Fault",
+    "FaultKind",
+    "Match",
     "OptionalFields",
+    "Pause",
     "RecordedRequest",
     "Reply",
     "StreamDropped",
     "StreamStyle",
     "UnsatisfiableError",
+    "When",
     "estimate_tokens",
     "read_constraint",
     "regex_instance",

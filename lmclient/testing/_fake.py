@@ -8,28 +8,31 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import random
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
-from ._constraints import Constraint, read_constraint
+from ._constraints import Constraint, served_constraint
 from ._errors import ConstraintError, UnsatisfiableError
-from ._grammar import grammar_literals
+from ._faults import MARK, Fault, FaultKind, shape, status_body
+from ._grammar import grammar_literals, grammar_regex
 from ._recording import RecordedRequest, endpoint_of, message_text
 from ._regex_gen import regex_instance
 from ._schema_instance import schema_instance
-from ._script import Reply, Script, StreamStyle
+from ._script import UNSET, Reply, Script, StreamStyle, When, matches
 from ._wire import (
     JSON_HEADERS,
     Answer,
     FakeResponse,
     Kind,
     completion_body,
+    endless_response,
     error_response,
     estimate_tokens,
     json_response,
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["FakeLLM"]
 
 CREATED = 1_700_000_000  # a fixed "created" timestamp keeps whole bodies comparable in tests
+DEFAULT_OVERSIZE = 64 * 2**20 + 1  # one byte over lmclient's default max_response_bytes
 
 # What each impersonated server kind answers on the probe path that identifies it (the parts
 # a client reads to pick a dialect); "generic" answers none, like an unknown server.
@@ -58,11 +62,13 @@ PROBES: dict[str, tuple[str, dict[str, Any]]] = {
 class FakeLLM:
     """A fake OpenAI-compatible LLM server for tests.
 
-    What a generation request gets, in order: a scripted reply (:meth:`reply`,
-    :meth:`reply_sequence`, :meth:`reply_error`); else text generated from the constraint the
-    request carries (a JSON instance of a schema, a regex match, one of the choices); else
-    ``default_text``. Generation is deterministic for a given ``seed``; choice ``i`` of a
-    request with ``n`` choices uses ``seed + i``.
+    What a generation request gets, in order: a scripted entry that matches it, reply or
+    fault (:meth:`reply`, :meth:`reply_sequence`, :meth:`fail`, :meth:`stall`, ...; counted
+    entries first, in the order scripted, then the newest sticky one); else text generated
+    from the constraint the request carries (a JSON instance of a schema, a regex match, one
+    of the choices, a sentence of a grammar without recursion); else ``default_text``.
+    Generation is deterministic for a given ``seed``; choice ``i`` of a request with ``n``
+    choices uses ``seed + i``.
 
     ``max_tokens`` (or ``max_completion_tokens``) is honoured with the fake's token estimate,
     one token per four characters: longer text is cut and ends with ``finish_reason
@@ -72,18 +78,23 @@ class FakeLLM:
     is written, in the thread writing the stream, so a test can pace a stream with a
     ``threading.Event``; ``on_request(request)`` runs before any request is answered.
 
-    ``server`` is the kind of server it impersonates on the probe endpoints that clients use to
-    pick a dialect (``"vllm"`` by default; ``"generic"`` answers none of them).
+    ``server`` is the kind of server it impersonates: it answers that server's probe endpoint,
+    which clients use to pick a dialect, and reads only the constraint fields that server
+    reads, so a field it ignores (``guided_json`` on vLLM >= 0.12, ``response_format`` on
+    TGI's completions) leaves the answer unconstrained, as in production. The default,
+    ``None``, answers vLLM 0.33's probe but reads every known placement, so one fake serves
+    clients of any dialect; ``"generic"`` answers no probe and reads every placement.
 
     Mount it with ``with fake.serve() as base_url:`` (a real HTTP server on 127.0.0.1) or
-    ``with fake.mock() as base_url:`` (respx routes for any httpx client).
+    ``with fake.mock() as base_url:`` (respx routes for any httpx client); while mounted,
+    :attr:`base_url` is that URL.
     """
 
     def __init__(
         self,
         models: Iterable[str] = ("fake-model",),
         *,
-        server: str = "vllm",
+        server: str | None = None,
         seed: int = 0,
         default_text: str = "This is a fake reply.",
         base_url: str | None = None,
@@ -98,12 +109,14 @@ class FakeLLM:
         self.models = list(models)
         if not self.models:
             raise ValueError("FakeLLM needs at least one model name")
+        self.server = server
         self.seed = seed
         self.default_text = default_text
-        self.base_url = base_url
         self.style = StreamStyle(chunk_size, keepalive, error_after, close_after, drop_after)
         self.on_chunk = on_chunk
         self.on_request = on_request
+        self._base_url = base_url
+        self._mounts: list[str] = []
         self._script = Script()
         self._routes: dict[tuple[str, str], FakeResponse] = {}
         self._lock = threading.Lock()
@@ -112,10 +125,23 @@ class FakeLLM:
         self._in_flight = 0
         self._max_in_flight = 0
         if server != "generic":
-            if server not in PROBES:
-                raise ValueError(f"server must be one of {[*PROBES, 'generic']}, not {server!r}")
-            path, body = PROBES[server]
+            if server is not None and server not in PROBES:
+                kinds = [*PROBES, "generic", None]
+                raise ValueError(f"server must be one of {kinds}, not {server!r}")
+            path, body = PROBES[server or "vllm"]
             self.add_route("GET", path, body)
+
+    @property
+    def base_url(self) -> str | None:
+        """The URL clients should use (``http://.../v1``): while the fake is mounted, that of
+        the latest mount; otherwise the ``base_url`` it was given (respx only answers that
+        origin then), or ``None``."""
+        with self._lock:
+            return self._mounts[-1] if self._mounts else self._base_url
+
+    @base_url.setter
+    def base_url(self, value: str | None) -> None:
+        self._base_url = value
 
     # -- scripting -------------------------------------------------------------------------
 
@@ -124,7 +150,7 @@ class FakeLLM:
         value: Any,
         *,
         times: int | None = None,
-        when: str | Callable[[RecordedRequest], bool] | None = None,
+        when: When = None,
         finish_reason: str = "stop",
         refusal: str | None = None,
         reasoning: str | None = None,
@@ -139,10 +165,11 @@ class FakeLLM:
         """Script the answer text: a ``str`` is sent as is, ``None`` as ``content: null``, any
         other value JSON-encoded by msgspec (Structs, dataclasses, lists, numbers, ...).
 
-        ``times=None`` (default) answers every later request no counted reply takes;
-        ``times=k`` answers the next ``k``. ``when`` limits the reply to requests whose prompt
-        (last user message, or completion prompt) contains the substring, or that the
-        predicate accepts. Each choice of an ``n > 1`` request takes its own reply.
+        ``times=None`` (default) answers every later request no counted entry takes;
+        ``times=k`` answers the next ``k``. ``when`` limits the reply to the requests it
+        matches: a prompt substring, a compiled regex, a :class:`Match` (message role, output
+        type, endpoint, stream) or a predicate. Each choice of an ``n > 1`` request takes its
+        own reply.
         """
         content = value if value is None or isinstance(value, str) else _encode(value)
         reply = Reply(
@@ -163,9 +190,7 @@ class FakeLLM:
         self._script.add(reply)
         return reply
 
-    def reply_sequence(
-        self, values: Iterable[Any], *, when: str | Callable[[RecordedRequest], bool] | None = None
-    ) -> list[Reply]:
+    def reply_sequence(self, values: Iterable[Any], *, when: When = None) -> list[Reply]:
         """Script one answer per value, used once each, in order."""
         return [self.reply(value, times=1, when=when) for value in values]
 
@@ -176,23 +201,144 @@ class FakeLLM:
         *,
         headers: Mapping[str, str] | None = None,
         times: int | None = 1,
-        when: str | Callable[[RecordedRequest], bool] | None = None,
-    ) -> Reply:
-        """Answer with an HTTP error: a ``dict`` body is JSON-encoded, a ``str`` becomes the
-        message of a vLLM-style envelope, ``bytes`` are sent verbatim. Used once by default."""
+        when: When = None,
+    ) -> Fault:
+        """:meth:`fail` with a required body: a ``dict`` is JSON-encoded, a ``str`` becomes
+        the message of a vLLM-style envelope, ``bytes`` are sent verbatim."""
+        return self.fail(status, body=body, headers=headers, times=times, when=when)
+
+    # -- faults ----------------------------------------------------------------------------
+    # Each queues a Fault like a reply (FIFO among counted entries; times=None: every request)
+    # and applies to generation requests only, never to probes or /v1/models. A fault that
+    # shapes an answer (delay, stall, cuts, corruption) shows the reply the next request would
+    # get, without using it up: the retry that follows a fault gets that reply.
+
+    def fail(
+        self,
+        status: int = 500,
+        *,
+        body: dict[str, Any] | str | bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        retry_after: float | None = None,
+        times: int | None = 1,
+        when: When = None,
+    ) -> Fault:
+        """Answer with HTTP ``status``: the body is a vLLM-style error envelope (a ``str``
+        body is its message), a ``dict`` JSON-encoded, ``bytes`` sent verbatim as text.
+        ``retry_after`` sets the ``Retry-After`` header (seconds)."""
         if status < 400:
-            raise ValueError("reply_error needs an error status (>= 400)")
-        if isinstance(body, str):
-            body = {"error": {"message": body, "type": "error", "param": None, "code": status}}
-        raw = body if isinstance(body, bytes) else _encode(body).encode()
+            raise ValueError("fail needs an error status (>= 400)")
+        if isinstance(body, bytes):
+            raw, content_type = body, "text/plain; charset=utf-8"
+        elif isinstance(body, dict):
+            raw, content_type = msgspec.json.encode(body), "application/json"
+        else:
+            raw, content_type = status_body(status, body), "application/json"
         given = {k.lower(): v for k, v in (headers or {}).items()}
-        default_type = (
-            "text/plain; charset=utf-8" if isinstance(body, bytes) else "application/json"
+        given.setdefault("content-type", content_type)
+        if retry_after is not None:
+            given["retry-after"] = _seconds_text(retry_after)
+        fault = Fault("status", times, when, status=status, headers=tuple(given.items()), body=raw)
+        return self._add(fault)
+
+    def delay(self, seconds: float, *, times: int | None = 1, when: When = None) -> Fault:
+        """Wait ``seconds`` (``math.inf``: until the server stops) before the status line,
+        then answer as usual."""
+        return self._add(Fault("delay", times, when, seconds=seconds))
+
+    def stall(
+        self,
+        seconds: float = math.inf,
+        *,
+        after: int = 2,
+        times: int | None = 1,
+        when: When = None,
+    ) -> Fault:
+        """Stop mid-body for ``seconds`` (default: until the server stops), then go on: a
+        JSON body halfway, a stream after ``after`` ``data:`` events."""
+        return self._add(Fault("stall", times, when, seconds=seconds, after=after))
+
+    def disconnect(
+        self,
+        at: Literal["start", "headers", "body", "stream"] = "body",
+        *,
+        after: int = 2,
+        times: int | None = 1,
+        when: When = None,
+    ) -> Fault:
+        """Close the connection: ``"start"`` before any byte of the answer, ``"headers"``
+        halfway through the head, ``"body"`` halfway through the body (a stream: halfway
+        through the event after ``after`` events), ``"stream"`` between two events, after
+        ``after`` ``data:`` events (streaming requests only)."""
+        kinds: dict[str, FaultKind] = {
+            "start": "disconnect_start",
+            "headers": "disconnect_headers",
+            "body": "disconnect_body",
+            "stream": "disconnect_stream",
+        }
+        if at not in kinds:
+            raise ValueError(f"at must be one of {list(kinds)}, not {at!r}")
+        return self._add(Fault(kinds[at], times, when, after=after))
+
+    def invalid_json(self, *, after: int = 2, times: int | None = 1, when: When = None) -> Fault:
+        """Answer 200 with JSON that does not parse (the last byte of the body, or of the
+        event after ``after`` events in a stream, is missing)."""
+        return self._add(Fault("invalid_json", times, when, after=after))
+
+    def invalid_utf8(self, *, times: int | None = 1, when: When = None) -> Fault:
+        """Answer 200 whose text starts with the byte ``0xFF``, which is not UTF-8."""
+        return self._add(Fault("invalid_utf8", times, when))
+
+    def truncate(self, *, after: int = 2, times: int | None = 1, when: When = None) -> Fault:
+        """End a stream cleanly after ``after`` ``data:`` events: no finish reason, no
+        ``[DONE]`` (streaming requests only)."""
+        return self._add(Fault("truncate", times, when, after=after))
+
+    def stream_error(
+        self,
+        *,
+        after: int = 2,
+        status: int = 500,
+        message: str = "fake mid-stream error",
+        times: int | None = 1,
+        when: When = None,
+    ) -> Fault:
+        """Send an error event (vLLM's ``{"error": {..., "code": status}}``) and ``[DONE]``
+        after ``after`` ``data:`` events of a 200 stream (streaming requests only)."""
+        return self._add(
+            Fault("stream_error", times, when, after=after, status=status, message=message)
         )
-        given.setdefault("content-type", default_type)
-        reply = Reply(status=status, body=raw, headers=tuple(given.items()), times=times, when=when)
-        self._script.add(reply)
-        return reply
+
+    def endless(
+        self,
+        *,
+        every: float = 0.01,
+        keepalive: bool = False,
+        times: int | None = 1,
+        when: When = None,
+    ) -> Fault:
+        """Stream the answer, then never end: a one-space delta every ``every`` seconds (with
+        ``keepalive``, a ``: keep-alive`` comment instead), until the client goes away or the
+        server stops (streaming requests only)."""
+        return self._add(Fault("endless", times, when, every=every, keepalive=keepalive))
+
+    def oversize(
+        self,
+        size: int = DEFAULT_OVERSIZE,
+        *,
+        chunked: bool = False,
+        times: int | None = 1,
+        when: When = None,
+    ) -> Fault:
+        """Answer 200 with a body of at least ``size`` bytes (default: one byte over
+        lmclient's default limit) whose text is ``x`` repeated: valid JSON under a declared
+        ``content-length``, or with ``chunked`` (and always for streams) of unannounced size.
+        Produced piece by piece, never held in memory."""
+        return self._add(Fault("oversize", times, when, size=size, chunked=chunked))
+
+    def _add(self, fault: Fault) -> Fault:
+        self._script.add(fault)
+        return fault
 
     def add_route(
         self,
@@ -218,11 +364,12 @@ class FakeLLM:
 
     @property
     def pending(self) -> int:
-        """How many uses of counted (``times=k``) replies are left."""
+        """How many uses of counted (``times=k``) replies and faults are left."""
         return self._script.pending
 
     def reset(self) -> None:
-        """Forget recorded requests, scripted replies and the in-flight peak (not routes)."""
+        """Forget recorded requests, scripted replies and faults, and the in-flight peak (not
+        routes)."""
         self._script.clear()
         with self._lock:
             self._requests.clear()
@@ -232,9 +379,15 @@ class FakeLLM:
 
     @property
     def requests(self) -> list[RecordedRequest]:
-        """A snapshot of every request received, oldest first."""
+        """A snapshot of every request received, oldest first (probes and models included)."""
         with self._lock:
             return list(self._requests)
+
+    @property
+    def calls(self) -> list[RecordedRequest]:
+        """The generation requests (chat and completions) received, oldest first: what
+        lmclient's server probes and ``GET /v1/models`` are not."""
+        return [r for r in self.requests if r.endpoint in ("chat", "completions")]
 
     @property
     def last_request(self) -> RecordedRequest:
@@ -242,6 +395,31 @@ class FakeLLM:
             if not self._requests:
                 raise LookupError("FakeLLM has not received any request")
             return self._requests[-1]
+
+    def assert_called(
+        self, times: int | None = None, *, with_output_type: Any = UNSET, when: When = None
+    ) -> list[RecordedRequest]:
+        """Assert on the generation requests received; returns the ones selected.
+
+        ``with_output_type`` and ``when`` select requests (those that ask for that output type
+        the way lmclient would, see :meth:`RecordedRequest.asks_for`; those ``when`` matches);
+        then there must be exactly ``times`` of them, or at least one when ``times`` is
+        ``None``. The error lists every call with the constraint it carried.
+        """
+        selected = [
+            call
+            for call in self.calls
+            if matches(when, call)
+            and (with_output_type is UNSET or call.asks_for(with_output_type))
+        ]
+        if (len(selected) > 0) if times is None else (len(selected) == times):
+            return selected
+        wanted = "at least 1" if times is None else str(times)
+        what = "" if with_output_type is UNSET else f" asking for {with_output_type!r}"
+        what += "" if when is None else f" matching {when!r}"
+        seen = "\n".join(f"  {_describe(call)}" for call in self.calls) or "  (none)"
+        message = f"expected {wanted} call(s){what}, got {len(selected)}; calls received:\n{seen}"
+        raise AssertionError(message)
 
     @property
     def max_in_flight(self) -> int:
@@ -264,7 +442,10 @@ class FakeLLM:
     # -- mounting --------------------------------------------------------------------------
 
     def serve(self) -> AbstractContextManager[str]:
-        """Run a real HTTP/1.1 server on 127.0.0.1; yields its base URL (``.../v1``)."""
+        """Run a real HTTP/1.1 server on 127.0.0.1; yields its base URL (``.../v1``).
+
+        Leaving the block stops it promptly, even while a stall, a delay or an endless stream
+        is in progress: their waits end when the server stops."""
         from ._server import serve
 
         return serve(self)
@@ -279,6 +460,17 @@ class FakeLLM:
         from ._respx import mock
 
         return mock(self, router)
+
+    @contextmanager
+    def _mounted_at(self, url: str) -> Iterator[str]:
+        """Make ``url`` the :attr:`base_url` for the duration of a mount."""
+        with self._lock:
+            self._mounts.append(url)
+        try:
+            yield url
+        finally:
+            with self._lock:
+                self._mounts.remove(url)
 
     # -- handling --------------------------------------------------------------------------
 
@@ -334,22 +526,20 @@ class FakeLLM:
         if problem:
             return _bad_request(problem)
         try:
-            constraint = read_constraint(body)
+            constraint = served_constraint(body, self.server, kind)
         except ConstraintError as exc:
             return _bad_request(str(exc))
-        first = self._script.take(request, errors=True)
-        if first is not None and first.is_error:
-            return FakeResponse(first.status, list(first.headers), first.body)
-        limit = _first_set(body, "max_completion_tokens", "max_tokens")
-        answers: list[Answer] = []
-        replies: list[Reply | None] = [first]
+        entry = self._script.take(request)
+        fault = entry if isinstance(entry, Fault) else None
+        if fault is not None and fault.kind == "status":
+            return fault.response()
         try:
-            for index in range(body.get("n") or 1):
-                if index:
-                    replies.append(self._script.take(request, errors=False))
-                answers.append(self._answer(replies[index], constraint, index, limit))
+            answers, first = self._answers(request, body, constraint, entry)
         except UnsatisfiableError as exc:
             return _bad_request(str(exc))
+        if fault is not None and fault.kind in ("invalid_utf8", "oversize"):
+            text = "" if fault.kind == "oversize" else answers[0].content or ""
+            answers[0] = dataclasses.replace(answers[0], content=MARK + text)
         number = next(self._ids)
         head = {
             "id": f"chatcmpl-{number}" if kind == "chat" else f"cmpl-{number}",
@@ -358,14 +548,49 @@ class FakeLLM:
             "model": model,
         }
         usage = _usage(kind, body, answers, first)
-        if not request.stream:
-            return json_response(200, completion_body(kind, head, answers, usage))
-        options = body.get("stream_options") or {}
-        include_usage = isinstance(options, dict) and options.get("include_usage") is True
         style = self.style.override(first)
-        return sse_response(
-            kind, head, answers, usage if include_usage else None, style, self.on_chunk
-        )
+        if fault is not None and fault.kind == "endless":
+            return endless_response(
+                kind,
+                head,
+                answers[0],
+                style.chunk_size,
+                fault.every,
+                fault.keepalive,
+                self.on_chunk,
+            )
+        if not request.stream:
+            response = json_response(200, completion_body(kind, head, answers, usage))
+        else:
+            options = body.get("stream_options") or {}
+            include_usage = isinstance(options, dict) and options.get("include_usage") is True
+            response = sse_response(
+                kind, head, answers, usage if include_usage else None, style, self.on_chunk
+            )
+        return response if fault is None else shape(fault, response)
+
+    def _answers(
+        self,
+        request: RecordedRequest,
+        body: dict[str, Any],
+        constraint: Constraint,
+        entry: Reply | Fault | None,
+    ) -> tuple[list[Answer], Reply | None]:
+        """One answer per choice, and the first choice's reply (``None``: generated).
+
+        Each choice takes its own reply. Under a fault, every choice shows the reply the
+        request would get, without using it up: the retry that follows a fault gets it."""
+        limit = _first_set(body, "max_completion_tokens", "max_tokens")
+        count = body.get("n") or 1
+        if isinstance(entry, Fault):
+            shown = self._script.reply_for(request, consume=False)
+            replies = [shown] * count
+        else:
+            replies = [entry] + [self._script.reply_for(request) for _ in range(count - 1)]
+        answers = [
+            self._answer(reply, constraint, index, limit) for index, reply in enumerate(replies)
+        ]
+        return answers, replies[0]
 
     def _answer(
         self, reply: Reply | None, constraint: Constraint, index: int, limit: Any
@@ -398,14 +623,40 @@ class FakeLLM:
         if kind == "choice":
             return str(random.Random(seed).choice(value))
         if kind == "grammar":
-            options = grammar_literals(value)
-            if options is None:
-                raise UnsatisfiableError(
-                    "FakeLLM only generates for grammars that choose between literals "
-                    '(root ::= "a" | "b"); script the answer with FakeLLM.reply(...)'
-                )
-            return random.Random(seed).choice(options)
+            return _grammar_text(value, seed)
         return self.default_text
+
+
+def _grammar_text(grammar: str, seed: int) -> str:
+    """A sentence of a GBNF grammar without recursion, or one literal of a Lark choice."""
+    pattern = grammar_regex(grammar)
+    if pattern is not None:
+        return regex_instance(pattern, seed=seed)
+    options = grammar_literals(grammar)
+    if options is not None:
+        return random.Random(seed).choice(options)
+    shown = grammar if len(grammar) <= 200 else grammar[:200] + "..."
+    raise UnsatisfiableError(
+        f"FakeLLM cannot generate text for the grammar {shown!r}: it generates for GBNF "
+        "grammars without recursion and for Lark choices between literals; script the answer "
+        "with FakeLLM.reply(...)"
+    )
+
+
+def _describe(call: RecordedRequest) -> str:
+    """One line about a call for assertion messages: endpoint, prompt and constraint."""
+    try:
+        constraint = call.constraint
+    except ConstraintError as exc:
+        carried = f"malformed constraint ({exc})"
+    else:
+        value = "" if constraint.value is None else " " + _encode(constraint.value)[:120]
+        carried = constraint.kind + value
+    return f"{call.endpoint} {call.prompt[:60]!r}: {carried}"
+
+
+def _seconds_text(seconds: float) -> str:
+    return str(int(seconds)) if float(seconds).is_integer() else str(seconds)
 
 
 def _encode(value: Any) -> str:

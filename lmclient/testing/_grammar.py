@@ -1,14 +1,19 @@
-"""Recognise grammars that are just a choice between quoted literals.
+"""Read grammars the fake can answer from: GBNF without recursion, and Lark literal choices.
 
-Choice constraints are emulated as ``root ::= "a" | "b"`` on servers without a choice field,
-so the fake answers those from the grammar itself. Any richer grammar needs a scripted reply.
+A GBNF grammar whose rules never refer back to themselves describes a regular language, so it
+becomes a Python regex (rules inlined) and the regex generator produces a sentence of it. That
+covers what clients send in practice: choices emulated as ``root ::= "a" | "b"``, the exact
+grammars lmclient sends for ``int``/``float``/``bool`` on llama.cpp, and most hand-written
+formats. Recursive grammars (nested JSON, arithmetic) need a scripted reply.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from typing import NamedTuple
 
-__all__ = ["grammar_literals"]
+__all__ = ["grammar_literals", "grammar_regex"]
 
 _HEAD = re.compile(r"\s*(?:root\s*::=|start\s*:)")
 _ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", '"': '"', "[": "[", "]": "]"}
@@ -86,3 +91,184 @@ def _literal(text: str, pos: int) -> tuple[str | None, int]:
         else:
             return None, pos
     return None, pos
+
+
+# -- GBNF to regex -------------------------------------------------------------------------------
+
+_TOKEN = re.compile(
+    r"""
+    (?P<space>\s+|\#[^\n]*)
+    | (?P<define>::=)
+    | (?P<name>[A-Za-z0-9_-]+)
+    | (?P<string>"(?:[^"\\]|\\.)*")
+    | (?P<klass>\[(?:[^\]\\]|\\.)*\])
+    | (?P<brace>\{\s*(?P<low>\d*)\s*(?:(?P<comma>,)\s*(?P<high>\d*)\s*)?\})
+    | (?P<op>[()|?*+.])
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+_CLASS_SPECIALS = frozenset("\\]^-[")
+
+
+class _Token(NamedTuple):
+    kind: str  # a group name of _TOKEN: define, name, string, klass, brace, op
+    text: str
+    found: re.Match[str]
+
+
+class _NotRegular(Exception):
+    """The grammar uses recursion or syntax this converter does not read."""
+
+
+def grammar_regex(grammar: str) -> str | None:
+    """A Python regex for the language of a GBNF grammar (from its ``root`` rule), or ``None``
+    when the grammar is recursive, has no ``root``, or is not GBNF."""
+    try:
+        rules = _rules(list(_tokens(grammar)))
+        if "root" not in rules:
+            return None
+        return _Converter(rules).rule("root")
+    except _NotRegular:
+        return None
+
+
+def _tokens(text: str) -> Iterator[_Token]:
+    pos = 0
+    while pos < len(text):
+        found = _TOKEN.match(text, pos)
+        if found is None:
+            raise _NotRegular(f"unexpected {text[pos : pos + 10]!r}")
+        pos = found.end()
+        kind = found.lastgroup or ""  # the outer group: a brace closes after its parts
+        if kind != "space":
+            yield _Token(kind, found.group(kind), found)
+
+
+def _rules(tokens: list[_Token]) -> dict[str, list[_Token]]:
+    """Rule name -> the tokens of its body; a body ends where ``name ::=`` starts the next."""
+    rules: dict[str, list[_Token]] = {}
+    current: list[_Token] | None = None
+    for index, token in enumerate(tokens):
+        if token.kind == "define":
+            continue
+        following = tokens[index + 1].kind if index + 1 < len(tokens) else ""
+        if token.kind == "name" and following == "define":
+            current = rules.setdefault(token.text, [])
+            if current:
+                raise _NotRegular(f"rule {token.text!r} is defined twice")
+            continue
+        if current is None:
+            raise _NotRegular("text before the first rule")
+        current.append(token)
+    return rules
+
+
+class _Converter:
+    """Turns rule bodies into regex text, inlining references and refusing recursion."""
+
+    def __init__(self, rules: dict[str, list[_Token]]) -> None:
+        self.rules = rules
+        self.visiting: set[str] = set()
+
+    def rule(self, name: str) -> str:
+        if name not in self.rules:
+            raise _NotRegular(f"undefined rule {name!r}")
+        if name in self.visiting:
+            raise _NotRegular(f"rule {name!r} is recursive")
+        self.visiting.add(name)
+        tokens = self.rules[name]
+        regex, end = self.alternation(tokens, 0)
+        if end != len(tokens):
+            raise _NotRegular(f"unexpected {tokens[end].text!r} in rule {name!r}")
+        self.visiting.discard(name)
+        return regex
+
+    def alternation(self, tokens: list[_Token], pos: int) -> tuple[str, int]:
+        branches = []
+        while True:
+            branch, pos = self.sequence(tokens, pos)
+            branches.append(branch)
+            if pos < len(tokens) and tokens[pos].text == "|":
+                pos += 1
+                continue
+            return "(?:" + "|".join(branches) + ")", pos
+
+    def sequence(self, tokens: list[_Token], pos: int) -> tuple[str, int]:
+        parts = []
+        while pos < len(tokens) and tokens[pos].text not in ("|", ")"):
+            item, pos = self.item(tokens, pos)
+            while pos < len(tokens) and (
+                tokens[pos].text in ("?", "*", "+") or tokens[pos].kind == "brace"
+            ):
+                item = f"(?:{item}){self.quantifier(tokens[pos])}"
+                pos += 1
+            parts.append(item)
+        return "".join(parts), pos
+
+    def item(self, tokens: list[_Token], pos: int) -> tuple[str, int]:
+        kind, text = tokens[pos].kind, tokens[pos].text
+        if kind == "string":
+            return re.escape(_decode(text[1:-1])), pos + 1
+        if kind == "klass":
+            return _class(text[1:-1]), pos + 1
+        if kind == "name":
+            return "(?:" + self.rule(text) + ")", pos + 1
+        if text == ".":
+            return "(?s:.)", pos + 1
+        if text == "(":
+            inner, pos = self.alternation(tokens, pos + 1)
+            if pos >= len(tokens) or tokens[pos].text != ")":
+                raise _NotRegular("unbalanced parenthesis")
+            return inner, pos + 1
+        raise _NotRegular(f"unexpected {text!r}")
+
+    @staticmethod
+    def quantifier(token: _Token) -> str:
+        if token.kind != "brace":
+            return token.text
+        low = token.found.group("low") or "0"
+        if token.found.group("comma") is None:
+            return "{" + low + "}"
+        return "{" + low + "," + (token.found.group("high") or "") + "}"
+
+
+def _decode(body: str) -> str:
+    """The text of a GBNF string literal's body (between the quotes)."""
+    text, end = _literal(body + '"', 0)
+    if text is None or end != len(body) + 1:
+        raise _NotRegular(f"bad string literal {body!r}")
+    return text
+
+
+def _class(body: str) -> str:
+    """A GBNF character class body (between the brackets) as a Python regex class."""
+    negate = body.startswith("^")
+    chars: list[tuple[str, bool]] = []  # (character, written as an escape)
+    pos = 1 if negate else 0
+    while pos < len(body):
+        if body[pos] == "\\":
+            step = 2 + _HEX_DIGITS.get(body[pos + 1 : pos + 2], 0)
+            decoded, _ = _literal(body[pos : pos + step] + '"', 0)
+            if decoded is None:
+                raise _NotRegular(f"bad escape in [{body}]")
+            chars.append((decoded, True))
+            pos += step
+        else:
+            chars.append((body[pos], False))
+            pos += 1
+    if not chars:
+        raise _NotRegular("empty character class")
+    out = []
+    index = 0
+    while index < len(chars):
+        if index + 2 < len(chars) and chars[index + 1] == ("-", False):
+            out.append(f"{_in_class(chars[index][0])}-{_in_class(chars[index + 2][0])}")
+            index += 3
+        else:
+            out.append(_in_class(chars[index][0]))
+            index += 1
+    return "[" + ("^" if negate else "") + "".join(out) + "]"
+
+
+def _in_class(ch: str) -> str:
+    return "\\" + ch if ch in _CLASS_SPECIALS else ch

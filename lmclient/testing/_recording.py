@@ -67,6 +67,27 @@ class RecordedRequest:
                     return message_text(message)
         return ""
 
+    def texts(self, role: str) -> list[str]:
+        """The text of every chat message with ``role`` (e.g. ``"system"``), oldest first."""
+        messages = self.body.get("messages") if isinstance(self.body, dict) else None
+        if not isinstance(messages, list):
+            return []
+        return [message_text(m) for m in messages if isinstance(m, dict) and m.get("role") == role]
+
+    def asks_for(self, output_type: Any) -> bool:
+        """Whether the request carries exactly the constraint lmclient sends for ``output_type``.
+
+        True when the constraint equals what some lmclient dialect sends for that type on this
+        endpoint: the native field or its emulation (a choice as regex, grammar or schema
+        ``enum``; a regex as an anchored schema ``pattern``), a ``{"value": ...}``-wrapped
+        schema, OpenAI's strict rewrite. ``str`` means "no constraint". So it holds for
+        requests that lmclient made, whatever dialect it picked, and for any client that sends
+        the same schema, pattern or options. Imports lmclient (and so httpx) when first used.
+        """
+        from ._output_types import asks_for
+
+        return asks_for(self, output_type)
+
 
 def message_text(message: dict[str, Any]) -> str:
     """A message's text: its ``content`` string, or the text parts of a content list."""

@@ -1,6 +1,12 @@
 """Mount a :class:`FakeLLM` as a respx route, so any httpx client reaches it without sockets.
 
 Imported only by :meth:`FakeLLM.mock`: respx and httpx are test-time dependencies.
+
+Faults map to what httpx raises on a real connection, but no time passes: a delay or a stall
+as long as the request's read timeout raises ``httpx.ReadTimeout`` at once (where the bytes
+stop), a shorter one is skipped; a connection closed before or inside the head raises
+``httpx.RemoteProtocolError`` from the request, one closed mid-body raises it while the body
+is read.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from urllib.parse import urlsplit
 import httpx
 import respx
 
-from ._wire import StreamDropped
+from ._wire import Pause, StreamDropped
 
 if TYPE_CHECKING:
     from ._fake import FakeLLM
@@ -26,47 +32,84 @@ DEFAULT_BASE_URL = "http://fake-llm.test/v1"
 @contextmanager
 def mock(fake: FakeLLM, router: respx.Router | None) -> Iterator[str]:
     """Route requests to ``fake`` for the duration; yields the base URL clients should use."""
-    base_url = fake.base_url or DEFAULT_BASE_URL
+    given = fake._base_url
+    base_url = given or DEFAULT_BASE_URL
 
     def answer(request: httpx.Request) -> httpx.Response:
         response = fake.handle(
             request.method, request.url.raw_path.decode("ascii"), request.headers, request.read()
         )
+        timeout = _read_timeout(request)
+        if _times_out(response.delay, timeout):
+            raise httpx.ReadTimeout(
+                f"FakeLLM delayed the response by {response.delay} s", request=request
+            )
+        if response.cut is not None:
+            raise httpx.RemoteProtocolError(
+                f"FakeLLM closed the connection ({response.cut})", request=request
+            )
         if response.chunks is None:
             return httpx.Response(response.status, headers=response.headers, content=response.body)
-        stream = _ChunkStream(response.chunks)
-        return httpx.Response(response.status, headers=response.headers, stream=stream)
+        headers = list(response.headers)
+        if response.length is not None:
+            headers.append(("content-length", str(response.length)))
+        stream = _ChunkStream(response.chunks, request, timeout)
+        return httpx.Response(response.status, headers=headers, stream=stream)
 
-    if fake.base_url is None:
+    if given is None:
         route = respx.Route()
     else:
-        parts = urlsplit(fake.base_url)
+        parts = urlsplit(given)
         route = respx.Route(url__startswith=f"{parts.scheme}://{parts.netloc}/")
     route.side_effect = answer
-    if router is None:
-        with respx.mock(assert_all_called=False) as started:
-            started.add(route)
+    with fake._mounted_at(base_url):
+        if router is None:
+            with respx.mock(assert_all_called=False) as started:
+                started.add(route)
+                yield base_url
+            return
+        name = f"lmclient-fake-{id(fake)}"
+        router.add(route, name=name)
+        try:
             yield base_url
-        return
-    name = f"lmclient-fake-{id(fake)}"
-    router.add(route, name=name)
-    try:
-        yield base_url
-    finally:
-        router.pop(name, None)
+        finally:
+            router.pop(name, None)
+
+
+def _read_timeout(request: httpx.Request) -> float | None:
+    """The read timeout the client gave this request (httpx passes it in the extensions)."""
+    timeout = request.extensions.get("timeout")
+    read = timeout.get("read") if isinstance(timeout, dict) else None
+    return float(read) if isinstance(read, (int, float)) else None
+
+
+def _times_out(seconds: float, timeout: float | None) -> bool:
+    return seconds > 0 and timeout is not None and seconds >= timeout
 
 
 class _ChunkStream(httpx.SyncByteStream, httpx.AsyncByteStream):
-    """SSE events handed to httpx one at a time, for sync and async clients alike."""
+    """The body handed to httpx a piece at a time, for sync and async clients alike."""
 
-    def __init__(self, chunks: Iterator[bytes]) -> None:
+    def __init__(
+        self, chunks: Iterator[bytes | Pause], request: httpx.Request, timeout: float | None
+    ) -> None:
         self._chunks = chunks
+        self._request = request
+        self._timeout = timeout
 
     def __iter__(self) -> Iterator[bytes]:
         try:
-            yield from self._chunks
+            for chunk in self._chunks:
+                if not isinstance(chunk, Pause):
+                    yield chunk
+                elif _times_out(chunk.seconds, self._timeout):
+                    raise httpx.ReadTimeout(
+                        f"FakeLLM stalled for {chunk.seconds} s", request=self._request
+                    )
         except StreamDropped:
-            raise httpx.RemoteProtocolError("FakeLLM dropped the connection") from None
+            raise httpx.RemoteProtocolError(
+                "FakeLLM dropped the connection", request=self._request
+            ) from None
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         for chunk in self:

@@ -1,20 +1,86 @@
-"""Scripted replies and the order in which requests consume them.
+"""Scripted answers, the requests they apply to, and the order in which requests consume them.
 
-Counted replies (``times=k``) are consumed first, oldest first: a scripted sequence plays out
-in order. Sticky replies (``times=None``) answer every request no counted reply takes; the
-newest matching one wins, so a later ``reply(...)`` replaces an earlier default.
+Replies and faults share one queue. Counted entries (``times=k``) are consumed first, oldest
+first, so a scripted sequence plays out in the order it was written; sticky entries
+(``times=None``) answer every request no counted entry takes, and the newest matching one wins,
+so a later ``reply(...)`` replaces an earlier default.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 from ._recording import RecordedRequest
 
-__all__ = ["Reply", "Script", "StreamStyle"]
+if TYPE_CHECKING:
+    from ._faults import Fault
+
+__all__ = ["Match", "Reply", "Script", "StreamStyle", "When", "matches"]
+
+
+class _Unset:
+    """The type of `UNSET`: "no output type given" (``None`` could be meant as a type)."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+
+
+@dataclass(frozen=True)
+class Match:
+    """Which requests an entry applies to; every field given must hold.
+
+    ``prompt``: a substring of, or a regex (``re.compile(...)``, searched) in, the prompt: the
+    last user message (chat) or the prompt (completions); with ``role``, any message of that
+    role instead (``role`` alone: the request has a message of that role). ``output_type``:
+    the request asks for that output type the way lmclient would (see
+    :meth:`RecordedRequest.asks_for`). ``endpoint`` and ``stream`` select the kind of request.
+    """
+
+    prompt: str | re.Pattern[str] | None = None
+    role: str | None = None
+    output_type: Any = UNSET
+    endpoint: Literal["chat", "completions"] | None = None
+    stream: bool | None = None
+
+    def __call__(self, request: RecordedRequest) -> bool:
+        if self.endpoint is not None and request.endpoint != self.endpoint:
+            return False
+        if self.stream is not None and request.stream != self.stream:
+            return False
+        if self.role is not None:
+            texts = request.texts(self.role)
+            if not texts:
+                return False
+            if self.prompt is not None and not any(_found(self.prompt, t) for t in texts):
+                return False
+        elif self.prompt is not None and not _found(self.prompt, request.prompt):
+            return False
+        return self.output_type is UNSET or request.asks_for(self.output_type)
+
+
+When = Union[str, "re.Pattern[str]", Match, Callable[[RecordedRequest], bool], None]
+"""What ``when=`` takes: a prompt substring, a compiled regex searched in the prompt, a
+:class:`Match`, or a predicate on the :class:`RecordedRequest`."""
+
+
+def matches(when: When, request: RecordedRequest) -> bool:
+    """Whether a request satisfies a ``when=`` condition (``None`` matches every request)."""
+    if when is None:
+        return True
+    if isinstance(when, (str, re.Pattern)):
+        return _found(when, request.prompt)
+    return bool(when(request))
+
+
+def _found(needle: str | re.Pattern[str], text: str) -> bool:
+    return needle in text if isinstance(needle, str) else needle.search(text) is not None
 
 
 @dataclass(frozen=True)
@@ -52,12 +118,11 @@ def _pick(mine: int | None, default: int | None) -> int | None:
 
 @dataclass(frozen=True)
 class Reply:
-    """A scripted answer, as queued by :meth:`FakeLLM.reply` and :meth:`FakeLLM.reply_error`.
+    """A scripted answer, as queued by :meth:`FakeLLM.reply`.
 
-    For a generation answer ``content`` is the text (``None`` sends ``content: null``, as with
-    a refusal). An error answer has ``status >= 400`` and sends ``body`` with ``headers``.
-    ``when`` limits the reply to requests whose prompt contains the substring, or for which
-    the predicate is true. Stream settings left ``None`` come from the :class:`FakeLLM`.
+    ``content`` is the text (``None`` sends ``content: null``, as with a refusal). ``when``
+    limits the reply to the requests it matches (see :data:`When`). Stream settings left
+    ``None`` come from the :class:`FakeLLM`.
     """
 
     content: str | None = None
@@ -66,10 +131,7 @@ class Reply:
     reasoning: str | None = None
     usage: dict[str, int] | None = None
     logprobs: Any = None
-    status: int = 200
-    body: bytes = b""
-    headers: tuple[tuple[str, str], ...] = ()
-    when: str | Callable[[RecordedRequest], bool] | None = None
+    when: When = None
     times: int | None = None
     chunk_size: int | None = None
     keepalive: bool | None = None
@@ -77,52 +139,56 @@ class Reply:
     close_after: int | None = None
     drop_after: int | None = None
 
-    @property
-    def is_error(self) -> bool:
-        return self.status >= 400
-
     def matches(self, request: RecordedRequest) -> bool:
-        if self.when is None:
-            return True
-        if isinstance(self.when, str):
-            return self.when in request.prompt
-        return self.when(request)
+        return matches(self.when, request)
 
 
 class Script:
-    """The thread-safe queue of scripted replies (see the module docstring for the order)."""
+    """The thread-safe queue of replies and faults (see the module docstring for the order)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._counted: list[tuple[Reply, list[int]]] = []  # reply, [remaining uses]
-        self._sticky: list[Reply] = []
+        self._counted: list[tuple[Reply | Fault, list[int]]] = []  # entry, [remaining uses]
+        self._sticky: list[Reply | Fault] = []
 
-    def add(self, reply: Reply) -> None:
-        if reply.times is not None and reply.times < 1:
+    def add(self, entry: Reply | Fault) -> None:
+        if entry.times is not None and entry.times < 1:
             raise ValueError("times must be None (every request) or at least 1")
         with self._lock:
-            if reply.times is None:
-                self._sticky.append(reply)
+            if entry.times is None:
+                self._sticky.append(entry)
             else:
-                self._counted.append((reply, [reply.times]))
+                self._counted.append((entry, [entry.times]))
 
-    def take(self, request: RecordedRequest, *, errors: bool) -> Reply | None:
-        """The reply for the next answer to ``request``; ``errors=False`` skips error replies."""
+    def take(self, request: RecordedRequest) -> Reply | Fault | None:
+        """The entry that answers ``request``, reply or fault; a counted one is used up."""
+        return self._find(request, replies_only=False, consume=True)
+
+    def reply_for(self, request: RecordedRequest, *, consume: bool = True) -> Reply | None:
+        """The reply that answers ``request``, faults skipped; ``consume=False`` only looks."""
+        found = self._find(request, replies_only=True, consume=consume)
+        assert found is None or isinstance(found, Reply)
+        return found
+
+    def _find(
+        self, request: RecordedRequest, *, replies_only: bool, consume: bool
+    ) -> Reply | Fault | None:
         with self._lock:
-            for index, (reply, remaining) in enumerate(self._counted):
-                if (errors or not reply.is_error) and reply.matches(request):
-                    remaining[0] -= 1
-                    if remaining[0] == 0:
-                        del self._counted[index]
-                    return reply
-            for reply in reversed(self._sticky):
-                if (errors or not reply.is_error) and reply.matches(request):
-                    return reply
+            for index, (entry, remaining) in enumerate(self._counted):
+                if (isinstance(entry, Reply) or not replies_only) and entry.matches(request):
+                    if consume:
+                        remaining[0] -= 1
+                        if remaining[0] == 0:
+                            del self._counted[index]
+                    return entry
+            for entry in reversed(self._sticky):
+                if (isinstance(entry, Reply) or not replies_only) and entry.matches(request):
+                    return entry
         return None
 
     @property
     def pending(self) -> int:
-        """Uses left of the counted replies (sticky ones never run out)."""
+        """Uses left of the counted entries (sticky ones never run out)."""
         with self._lock:
             return sum(remaining[0] for _, remaining in self._counted)
 

@@ -1,21 +1,25 @@
 """Serve a :class:`FakeLLM` over real HTTP/1.1 sockets on 127.0.0.1.
 
 Real sockets exercise what respx cannot: connection pooling and keep-alive, chunked SSE bodies
-arriving piece by piece, concurrency, and connections that break mid-stream.
+arriving piece by piece, concurrency, timeouts, and connections that break mid-headers,
+mid-body or mid-stream. Every wait of a fault (delay, stall, endless stream) is a wait on the
+server's ``stopping`` event, so stopping the server ends them at once.
 """
 
 from __future__ import annotations
 
+import math
 import socket
 import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
-from ._wire import FakeResponse, StreamDropped, error_response
+from ._wire import FakeResponse, Pause, StreamDropped, error_response
 
 if TYPE_CHECKING:
     from ._fake import FakeLLM
@@ -38,8 +42,10 @@ def serve(fake: FakeLLM) -> Iterator[str]:
     )
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+        with fake._mounted_at(f"http://127.0.0.1:{server.server_address[1]}/v1") as url:
+            yield url
     finally:
+        server.stopping.set()  # first: ends every fault's wait, so the joins below are short
         server.shutdown()
         server.close_connections(_JOIN_TIMEOUT)
         server.server_close()
@@ -57,6 +63,7 @@ class _Server(ThreadingHTTPServer):
         self._lock = threading.Lock()
         self._sockets: set[socket.socket] = set()
         self._workers: set[threading.Thread] = set()
+        self.stopping = threading.Event()
         super().__init__(("127.0.0.1", 0), _Handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
@@ -139,24 +146,57 @@ class _Handler(BaseHTTPRequestHandler):
         return b"".join(parts)
 
     def _send(self, response: FakeResponse) -> None:
-        self.send_response(response.status)
-        for name, value in response.headers:
-            self.send_header(name, value)
-        if response.chunks is None:
-            self.send_header("Content-Length", str(len(response.body)))
-            self.end_headers()
-            self.wfile.write(response.body)
+        """Write the answer as the response asks: delayed, cut, paused, or dropped midway."""
+        if response.delay and not self._wait(response.delay):
+            self.close_connection = True
             return
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
+        head = self._head(response)
+        if response.cut is not None:
+            self.wfile.write(head[: len(head) // 2] if response.cut == "headers" else b"")
+            self.close_connection = True  # the socket is closed when the handler returns
+            return
+        if response.chunks is None:
+            self.wfile.write(head + response.body)
+            return
+        self.wfile.write(head)
+        chunked = response.length is None
         chunks = response.chunks
         try:
             for chunk in chunks:
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-            self.wfile.write(b"0\r\n\r\n")
+                if isinstance(chunk, Pause):
+                    if not self._wait(chunk.seconds):
+                        raise StreamDropped
+                elif chunked:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                else:
+                    self.wfile.write(chunk)
+            if chunked:
+                self.wfile.write(b"0\r\n\r\n")
         except (StreamDropped, ConnectionError):
-            self.close_connection = True  # end without the final chunk: the body is cut
+            self.close_connection = True  # end without the rest: the body is cut
         finally:
             close = getattr(chunks, "close", None)
             if close is not None:
                 close()
+
+    def _head(self, response: FakeResponse) -> bytes:
+        """Status line and headers; the framing header follows from ``chunks``/``length``."""
+        try:
+            reason = HTTPStatus(response.status).phrase
+        except ValueError:
+            reason = "Unknown"
+        lines = [f"HTTP/1.1 {response.status} {reason}"]
+        lines += [f"{name}: {value}" for name, value in response.headers]
+        if response.chunks is None:
+            lines.append(f"Content-Length: {len(response.body)}")
+        elif response.length is not None:
+            lines.append(f"Content-Length: {response.length}")
+        else:
+            lines.append("Transfer-Encoding: chunked")
+        if self.close_connection:
+            lines.append("Connection: close")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+    def _wait(self, seconds: float) -> bool:
+        """Wait ``seconds`` unless the server stops first; ``False`` when it stopped."""
+        return not self.server.stopping.wait(None if math.isinf(seconds) else seconds)

@@ -13,8 +13,11 @@ from ._script import StreamStyle
 __all__ = [
     "Answer",
     "FakeResponse",
+    "Pause",
     "StreamDropped",
     "completion_body",
+    "endless_response",
+    "error_event",
     "error_response",
     "estimate_tokens",
     "json_response",
@@ -24,16 +27,39 @@ __all__ = [
 Kind = Literal["chat", "completions"]
 JSON_HEADERS = (("content-type", "application/json"),)
 SSE_HEADERS = (("content-type", "text/event-stream"), ("cache-control", "no-cache"))
+KEEPALIVE = b": keep-alive\n\n"
+
+
+@dataclass(frozen=True)
+class Pause:
+    """An item of :attr:`FakeResponse.chunks`: wait this long before the next bytes.
+
+    Over sockets the wait is real but ends early when the server stops; under respx time is
+    not spent: a pause as long as the request's read timeout raises ``httpx.ReadTimeout``
+    where the bytes stop, a shorter one is skipped.
+    """
+
+    seconds: float
 
 
 @dataclass
 class FakeResponse:
-    """What :meth:`FakeLLM.handle` answers; ``chunks`` (SSE events) replaces ``body`` when set."""
+    """What :meth:`FakeLLM.handle` answers, for a transport to send.
+
+    ``chunks`` replaces ``body`` when set: bytes and :class:`Pause` items, produced lazily;
+    raising :class:`StreamDropped` breaks the connection. They are sent as a chunked body
+    (SSE), or raw under ``content-length: length`` when ``length`` is set. ``delay`` seconds
+    pass before the status line (like a :class:`Pause`); ``cut`` closes the connection
+    instead of answering: ``"start"`` before any byte, ``"headers"`` halfway through the head.
+    """
 
     status: int
     headers: list[tuple[str, str]]
     body: bytes = b""
-    chunks: Iterator[bytes] | None = field(default=None, repr=False)
+    chunks: Iterator[bytes | Pause] | None = field(default=None, repr=False)
+    length: int | None = None
+    delay: float = 0.0
+    cut: Literal["start", "headers"] | None = None
 
 
 class StreamDropped(Exception):
@@ -98,62 +124,109 @@ def sse_response(
     on_chunk: Callable[[int], object] | None,
 ) -> FakeResponse:
     """A 200 SSE answer whose events are produced lazily, as the transport writes them."""
-    payloads = _payloads(kind, head, answers, usage, style)
-    return FakeResponse(200, list(SSE_HEADERS), chunks=_frame(payloads, style, on_chunk))
+    payloads = _payloads(_Events(kind, head), answers, usage, style)
+    chunks = _frame(payloads, style.keepalive, on_chunk)
+    return FakeResponse(200, list(SSE_HEADERS), chunks=chunks)
+
+
+def endless_response(
+    kind: Kind,
+    head: dict[str, Any],
+    answer: Answer,
+    chunk_size: int,
+    every: float,
+    keepalive: bool,
+    on_chunk: Callable[[int], object] | None,
+) -> FakeResponse:
+    """A 200 SSE answer that never ends: the answer's deltas, then a one-space delta (or,
+    with ``keepalive``, a keep-alive comment) every ``every`` seconds, forever."""
+    events = _Events(kind, head)
+
+    def payloads() -> Iterator[bytes | Pause]:
+        if kind == "chat":
+            yield events.event(0, {"role": "assistant", "content": ""})
+        for delta, logprobs in _deltas(answer, chunk_size, chat=kind == "chat"):
+            yield events.event(0, delta, logprobs=logprobs)
+        while True:
+            if every > 0:
+                yield Pause(every)
+            yield KEEPALIVE if keepalive else events.event(0, {"content": " "})
+
+    # keep-alive comments are the payload here, not separators between events
+    chunks = _frame(payloads(), False, on_chunk)
+    return FakeResponse(200, list(SSE_HEADERS), chunks=chunks)
 
 
 def _frame(
-    payloads: Iterator[bytes], style: StreamStyle, on_chunk: Callable[[int], object] | None
-) -> Iterator[bytes]:
-    """``data:`` framing, keep-alive comments, and the ``on_chunk`` hook before each event."""
-    for index, payload in enumerate(payloads):
-        if index and style.keepalive:
-            yield b": keep-alive\n\n"
+    payloads: Iterator[bytes | Pause], keepalive: bool, on_chunk: Callable[[int], object] | None
+) -> Iterator[bytes | Pause]:
+    """``data:`` framing, keep-alive comments between events (with ``keepalive``), and the
+    ``on_chunk`` hook before each event. Pauses and ready-made comments pass through."""
+    index = 0
+    for payload in payloads:
+        if isinstance(payload, Pause) or payload == KEEPALIVE:
+            yield payload
+            continue
+        if index and keepalive:
+            yield KEEPALIVE
         if on_chunk is not None:
             on_chunk(index)
+        index += 1
         yield b"data: " + payload + b"\n\n"
 
 
-def _payloads(
-    kind: Kind,
-    head: dict[str, Any],
-    answers: list[Answer],
-    usage: dict[str, int] | None,
-    style: StreamStyle,
-) -> Iterator[bytes]:
-    """The JSON of each event, stopping, failing or breaking where the style says."""
-    chunk_head = {**head, "object": "chat.completion.chunk" if kind == "chat" else head["object"]}
+class _Events:
+    """The JSON of one stream's events: every event repeats the head (``id``, ``model``, ...)."""
+
+    def __init__(self, kind: Kind, head: dict[str, Any]) -> None:
+        self.kind = kind
+        object_name = "chat.completion.chunk" if kind == "chat" else head["object"]
+        self.head = {**head, "object": object_name}
 
     def event(
-        index: int, delta: dict[str, Any], finish: str | None = None, logprobs: Any = None
+        self, index: int, delta: dict[str, Any], finish: str | None = None, logprobs: Any = None
     ) -> bytes:
         choice: dict[str, Any] = {"index": index}
-        if kind == "chat":
+        if self.kind == "chat":
             choice["delta"] = delta
         else:
             choice["text"] = delta.get("content", "")
         choice.update(logprobs=logprobs, finish_reason=finish)
-        return msgspec.json.encode({**chunk_head, "choices": [choice]})
+        return msgspec.json.encode({**self.head, "choices": [choice]})
 
+    def usage(self, usage: dict[str, int]) -> bytes:
+        return msgspec.json.encode({**self.head, "choices": [], "usage": usage})
+
+
+def error_event(message: str, code: int) -> bytes:
+    """The error event vLLM sends mid-stream, with HTTP status 200 already gone out."""
+    error = {"message": message, "type": "InternalServerError", "param": None, "code": code}
+    return msgspec.json.encode({"error": error})
+
+
+def _payloads(
+    events: _Events, answers: list[Answer], usage: dict[str, int] | None, style: StreamStyle
+) -> Iterator[bytes]:
+    """The JSON of each event, stopping, failing or breaking where the style says."""
+    chat = events.kind == "chat"
     sent = 0
     for index, answer in enumerate(answers):
-        if kind == "chat":
-            yield event(index, {"role": "assistant", "content": ""})
-        for delta, logprobs in _deltas(answer, style.chunk_size, chat=kind == "chat"):
+        if chat:
+            yield events.event(index, {"role": "assistant", "content": ""})
+        for delta, logprobs in _deltas(answer, style.chunk_size, chat=chat):
             if sent == style.error_after:
-                error = {"message": "fake mid-stream error", "type": "InternalServerError"}
-                yield msgspec.json.encode({"error": {**error, "param": None, "code": 500}})
+                yield error_event("fake mid-stream error", 500)
                 yield b"[DONE]"
                 return
             if sent == style.close_after:
                 return
             if sent == style.drop_after:
                 raise StreamDropped
-            yield event(index, delta, logprobs=logprobs)
+            yield events.event(index, delta, logprobs=logprobs)
             sent += 1
-        yield event(index, {}, answer.finish_reason)
+        yield events.event(index, {}, answer.finish_reason)
     if usage is not None:
-        yield msgspec.json.encode({**chunk_head, "choices": [], "usage": usage})
+        yield events.usage(usage)
     yield b"[DONE]"
 
 

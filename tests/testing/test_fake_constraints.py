@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from lmclient.testing import Constraint, ConstraintError, read_constraint
-from lmclient.testing._grammar import grammar_literals
+from lmclient.testing._constraints import served_constraint
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
 SCHEMA_TEXT = msgspec.json.encode(SCHEMA).decode()
@@ -114,34 +114,54 @@ def test_malformed_constraints_raise(body: dict[str, Any]) -> None:
         read_constraint(body)
 
 
-@pytest.mark.parametrize(
-    ("grammar", "expected"),
-    [
-        ('root ::= "yes" | "no"', ["yes", "no"]),
-        ('root ::= ("a" | "b" | "c")', ["a", "b", "c"]),
-        ('# choice\nroot ::= "x"\n  | "y"\n', ["x", "y"]),
-        ('root ::= "say \\"hi\\"" | "tab\\there"', ['say "hi"', "tab\there"]),
-        ('root ::= "\\x41\\u00e9\\U0001F600" | "\\\\"', ["Aé😀", "\\"]),
-        ('root ::= "con" "cat" | "b"', ["concat", "b"]),
-        ('start: "lark" | "too"', ["lark", "too"]),
-    ],
-)
-def test_literal_grammars(grammar: str, expected: list[str]) -> None:
-    assert grammar_literals(grammar) == expected
+# -- what each impersonated server reads ---------------------------------------------------------
+
+SERVED_FIELDS: dict[str, Any] = {
+    "structured_outputs": {"structured_outputs": {"regex": "so"}},
+    "guided": {"guided_regex": "guided"},
+    "response_format": {"response_format": {"type": "regex", "value": "rf"}},
+    "regex": {"regex": "top"},
+    "ebnf": {"ebnf": 'root ::= "ebnf"'},
+    "grammar": {"grammar": 'root ::= "grammar"'},
+    "json_schema": {"json_schema": SCHEMA_TEXT},
+}
 
 
-@pytest.mark.parametrize(
-    "grammar",
-    [
-        'root ::= [a-z]+',
-        'root ::= "a" | word\nword ::= [a-z]+',
-        'root ::= "unterminated',
-        'root ::= "bad \\q escape"',
-        'root ::= "\\x4"',
-        'root ::= "a" |',
-        "value ::= \"a\"",
-        "",
-    ],
-)  # fmt: skip
-def test_other_grammars_are_not_literal_choices(grammar: str) -> None:
-    assert grammar_literals(grammar) is None
+def both(*fields: str) -> dict[str, frozenset[str]]:
+    return {"chat": frozenset(fields), "completions": frozenset(fields)}
+
+
+# server -> endpoint -> the fields of SERVED_FIELDS it reads (shared/reference/servers.md)
+READS: dict[str | None, dict[str, frozenset[str]]] = {
+    "vllm": both("structured_outputs", "response_format"),
+    "vllm-guided": both("guided", "response_format"),
+    "sglang": {
+        "chat": frozenset({"response_format", "regex", "ebnf"}),
+        "completions": frozenset({"response_format", "regex", "ebnf", "json_schema"}),
+    },
+    "llamacpp": {
+        "chat": frozenset({"json_schema", "grammar", "response_format"}),
+        "completions": frozenset({"json_schema", "grammar"}),
+    },
+    "tgi": {"chat": frozenset({"response_format"}), "completions": frozenset()},
+    "ollama": {"chat": frozenset({"response_format"}), "completions": frozenset()},
+    "generic": both(*SERVED_FIELDS),
+    None: both(*SERVED_FIELDS),
+}
+
+
+@pytest.mark.parametrize("endpoint", ["chat", "completions"])
+@pytest.mark.parametrize("server", list(READS))
+def test_each_server_reads_only_its_own_fields(server: str | None, endpoint: str) -> None:
+    for name, body in SERVED_FIELDS.items():
+        found = served_constraint(body, server, endpoint)
+        assert (found.kind != "none") == (name in READS[server][endpoint]), name
+        if found.kind != "none":
+            assert found == read_constraint(body)
+
+
+def test_ignored_malformed_fields_are_not_errors() -> None:
+    body = {"guided_regex": 5}
+    assert served_constraint(body, "vllm", "chat") == Constraint("none")
+    with pytest.raises(ConstraintError):
+        served_constraint(body, "vllm-guided", "chat")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import uuid
+from collections.abc import Iterator
 from typing import Annotated, Any
 
 import msgspec
@@ -32,11 +33,18 @@ def text(fake: FakeLLM, **extra: Any) -> str:
     return content
 
 
+def byte_chunks(response: FakeResponse) -> Iterator[bytes]:
+    """The body pieces of a streamed answer (these streams have no pauses)."""
+    assert response.chunks is not None
+    for chunk in response.chunks:
+        assert isinstance(chunk, bytes)
+        yield chunk
+
+
 def events(response: FakeResponse) -> list[Any]:
     """Decoded ``data:`` payloads (``"[DONE]"`` kept as a string), comments dropped."""
-    assert response.chunks is not None
     out: list[Any] = []
-    for block in b"".join(response.chunks).decode().split("\n\n"):
+    for block in b"".join(byte_chunks(response)).decode().split("\n\n"):
         if block.startswith("data: "):
             data = block[len("data: ") :]
             out.append(data if data == "[DONE]" else msgspec.json.decode(data))
@@ -151,7 +159,7 @@ def test_unknown_model_is_404_like_vllm() -> None:
         {"messages": MESSAGES, "stream_options": {"include_usage": True}},
         {"messages": MESSAGES, "structured_outputs": {"json": "{oops"}},
         {"messages": MESSAGES, "guided_regex": "(unclosed"},
-        {"messages": MESSAGES, "guided_grammar": "root ::= [a-z]+"},
+        {"messages": MESSAGES, "guided_grammar": 'root ::= "(" root ")" | "x"'},
         {"messages": MESSAGES, "guided_json": {"type": "integer", "minimum": 3, "maximum": 1}},
     ],
     ids=str,
@@ -226,8 +234,20 @@ def test_other_constraints() -> None:
     assert re.fullmatch(r"\d{3}-[A-Z]{2}", text(fake, guided_regex=r"\d{3}-[A-Z]{2}"))
     assert text(fake, structured_outputs={"choice": ["left", "right"]}) in ("left", "right")
     assert text(fake, ebnf='root ::= "yes" | "no"') in ("yes", "no")
+    assert re.fullmatch("[a-z]+", text(fake, grammar="root ::= [a-z]+"))
     assert text(fake, response_format={"type": "json_object"}) == "{}"
     assert text(fake, response_format={"type": "text"}) == "This is a fake reply."
+
+
+def test_an_impersonated_server_ignores_the_fields_it_does_not_read() -> None:
+    regex = {"guided_regex": r"\d{4}"}
+    assert text(FakeLLM(server="vllm"), **regex) == "This is a fake reply."  # vLLM >= 0.12
+    assert re.fullmatch(r"\d{4}", text(FakeLLM(server="vllm-guided"), **regex))
+    assert re.fullmatch(r"\d{4}", text(FakeLLM(), **regex))  # the default reads every field
+    tgi = FakeLLM(server="tgi", default_text="free text")
+    body = {"prompt": "p", "response_format": {"type": "regex", "value": "x+"}}
+    completion = send(tgi, "/v1/completions", body)
+    assert msgspec.json.decode(completion.body)["choices"][0]["text"] == "free text"
 
 
 def test_generation_is_seeded() -> None:
@@ -538,8 +558,7 @@ def test_stream_reasoning_refusal_and_logprobs() -> None:
 
 def test_keepalive_comments_between_events() -> None:
     response = stream(FakeLLM(default_text="abc", chunk_size=1, keepalive=True))
-    assert response.chunks is not None
-    chunks = list(response.chunks)
+    chunks = list(byte_chunks(response))
     assert chunks[0].startswith(b"data: ")
     assert chunks[1::2] == [b": keep-alive\n\n"] * (len(chunks) // 2)
     assert chunks[-1] == b"data: [DONE]\n\n"
@@ -568,10 +587,9 @@ def test_close_after_ends_without_done_or_finish_reason() -> None:
 
 def test_drop_after_raises_stream_dropped() -> None:
     response = stream(FakeLLM(default_text="abcdef", chunk_size=2, drop_after=2))
-    assert response.chunks is not None
     received: list[bytes] = []
     with pytest.raises(StreamDropped):
-        received.extend(response.chunks)
+        received.extend(byte_chunks(response))
     assert len(received) == 3
 
 

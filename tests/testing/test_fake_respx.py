@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -151,3 +152,34 @@ print(sorted(loaded & {{"respx", "httpx", "httpcore", "http"}}))
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=30, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+def test_base_url_is_the_mocked_url_while_mocked() -> None:
+    fake = FakeLLM()
+    assert fake.base_url is None
+    with fake.mock() as base_url:
+        assert fake.base_url == base_url == "http://fake-llm.test/v1"
+    assert fake.base_url is None
+    fake.base_url = "http://llm/v1"
+    with fake.mock() as base_url:
+        assert base_url == "http://llm/v1"
+
+
+def test_delays_and_stalls_follow_the_read_timeout() -> None:
+    fake = FakeLLM(default_text="abcdefgh")
+    fake.delay(1.0)
+    fake.stall(1.0)
+    fake.stall(5.0)
+    with fake.mock() as base_url, httpx.Client(timeout=2.0) as client:
+        url = f"{base_url}/chat/completions"
+        assert client.post(url, json={"messages": MESSAGES}).status_code == 200  # 1 s < 2 s
+        assert client.post(url, json={"messages": MESSAGES}).status_code == 200
+        with pytest.raises(httpx.ReadTimeout):
+            client.post(url, json={"messages": MESSAGES})
+        fake.delay(2.0)
+        with pytest.raises(httpx.ReadTimeout):
+            client.post(url, json={"messages": MESSAGES})
+    with fake.mock() as base_url, httpx.Client(timeout=None) as patient:
+        fake.delay(math.inf)
+        response = patient.post(f"{base_url}/chat/completions", json={"messages": MESSAGES})
+        assert response.status_code == 200  # no read timeout: nothing to time out

@@ -245,3 +245,15 @@ async def test_max_in_flight(url: str, fake: FakeLLM) -> None:
     assert fake.max_in_flight == 4
     fake.reset()
     assert fake.max_in_flight == 0
+
+
+def test_base_url_is_the_served_url_while_serving() -> None:
+    fake = FakeLLM(base_url="http://llm.internal/v1")
+    assert fake.base_url == "http://llm.internal/v1"
+    with fake.serve() as outer:
+        assert fake.base_url == outer
+        with fake.serve() as inner:
+            assert fake.base_url == inner != outer
+            assert httpx.get(f"{outer}/models", timeout=WAIT).status_code == 200
+        assert fake.base_url == outer
+    assert fake.base_url == "http://llm.internal/v1"
