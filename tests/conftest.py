@@ -7,25 +7,24 @@ from typing import Any
 
 import pytest
 
-REFERENCE = pathlib.Path(__file__).resolve().parents[2] / "shared" / "reference"
-EXAMPLES = REFERENCE / "examples"
-LLAMACPP_LIVE = REFERENCE / "llamacpp-live"
-
 
 def _find_reference() -> pathlib.Path:
-    """shared/ sits beside the clone in CI and beside the work tree here."""
+    """The project's reference fixtures: shared/ sits beside the clone, in CI as here."""
     for parent in pathlib.Path(__file__).resolve().parents:
         candidate = parent / "shared" / "reference"
         if candidate.is_dir():
             return candidate
-    return REFERENCE
+    raise RuntimeError(f"shared/reference/ not found beside any parent of {__file__}")
+
+
+REFERENCE = _find_reference()
+EXAMPLES = REFERENCE / "examples"
+LLAMACPP_LIVE = REFERENCE / "llamacpp-live"
 
 
 @pytest.fixture(scope="session")
 def reference() -> pathlib.Path:
-    path = _find_reference()
-    assert path.is_dir(), f"shared/reference not found near {__file__}"
-    return path
+    return REFERENCE
 
 
 def chat_body(
