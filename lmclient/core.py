@@ -519,7 +519,9 @@ class Call:
     def _chat(self, wire: ChatCompletion) -> Response[Any]:
         if not wire.choices:
             raise errors.ProtocolError("the response has no choices")
-        choices = sorted(wire.choices, key=lambda c: c.index)
+        choices = wire.choices
+        if len(choices) > 1:
+            choices = sorted(choices, key=lambda c: c.index)
         first = choices[0]
         msg = first.message
         reasoning = msg.reasoning or msg.reasoning_content
