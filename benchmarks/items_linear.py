@@ -55,18 +55,7 @@ def sse_bytes(size: int, delta_chars: int = 16) -> tuple[bytes, int]:
 
 
 def consume(raw: bytes, expected: int) -> float:
-    base = core.ClientCore(
-        "http://bench/v1",
-        "m",
-        api_key=None,
-        dialect="vllm",
-        timeout=None,
-        deadline=None,
-        max_retries=0,
-        max_response_bytes=1 << 30,
-        headers=None,
-        defaults=None,
-    )
+    base = core.ClientCore("http://bench/v1", "m", dialect="vllm", max_response_bytes=1 << 30)
     call = base.prepare("stream", "Q", list[Record], "chat", {}, stream=True)
 
     def chunks() -> Iterator[bytes]:  # the network's 16 KiB reads

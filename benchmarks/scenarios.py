@@ -291,18 +291,7 @@ def stream_scenarios(port: int, chunks: int) -> list[Scenario]:
 def decode_scenarios(large_body: bytes) -> list[Scenario]:
     from openai.types.chat import ChatCompletion
 
-    base = core.ClientCore(
-        "http://bench/v1",
-        MODEL,
-        api_key=None,
-        dialect="vllm",
-        timeout=None,
-        deadline=None,
-        max_retries=0,
-        max_response_bytes=1 << 30,
-        headers=None,
-        defaults=None,
-    )
+    base = core.ClientCore("http://bench/v1", MODEL, dialect="vllm", max_response_bytes=1 << 30)
     call = base.prepare("generate", PROMPT, list[Record], "chat", {})
     headers = {"content-type": "application/json"}
 

@@ -52,18 +52,7 @@ class _Result(msgspec.Struct):
 def _core(model: str, dialect: str) -> ClientCore:
     if dialect == "auto":
         raise ValueError("batch files need an explicit dialect: there is no server to probe")
-    return ClientCore(
-        "http://batch.invalid/v1",
-        model,
-        api_key=None,
-        dialect=dialect,
-        timeout=None,
-        deadline=None,
-        max_retries=0,
-        max_response_bytes=1 << 62,
-        headers=None,
-        defaults=None,
-    )
+    return ClientCore("http://batch.invalid/v1", model, dialect=dialect)
 
 
 def write_requests(

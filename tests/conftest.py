@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import pathlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+from lmclient.testing import FakeLLM
 
 
 def _find_reference() -> pathlib.Path:
@@ -25,6 +28,18 @@ LLAMACPP_LIVE = REFERENCE / "llamacpp-live"
 @pytest.fixture(scope="session")
 def reference() -> pathlib.Path:
     return REFERENCE
+
+
+@pytest.fixture
+def fake() -> FakeLLM:
+    return FakeLLM()
+
+
+@pytest.fixture
+def url(fake: FakeLLM) -> Iterator[str]:
+    """The fake served on 127.0.0.1 for the test's duration."""
+    with fake.serve() as base_url:
+        yield base_url
 
 
 def chat_body(

@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,17 +47,6 @@ def run(
 
 def lines(text: str) -> list[Any]:
     return [msgspec.json.decode(line) for line in text.splitlines()]
-
-
-@pytest.fixture
-def fake() -> FakeLLM:
-    return FakeLLM()
-
-
-@pytest.fixture
-def url(fake: FakeLLM) -> Iterator[str]:
-    with fake.serve() as base_url:
-        yield base_url
 
 
 # -- the command line itself -------------------------------------------------------------------

@@ -17,18 +17,7 @@ from tests.conftest import EXAMPLES, LLAMACPP_LIVE, chat_body, completion_body
 
 
 def make_core(**kw: Any) -> core.ClientCore:
-    args: dict[str, Any] = {
-        "api_key": None,
-        "dialect": "vllm",
-        "timeout": None,
-        "deadline": None,
-        "max_retries": 2,
-        "max_response_bytes": core.DEFAULT_MAX_RESPONSE_BYTES,
-        "headers": None,
-        "defaults": None,
-    }
-    args.update(kw)
-    return core.ClientCore("http://h/v1", "m", **args)
+    return core.ClientCore("http://h/v1", "m", **{"dialect": "vllm", **kw})
 
 
 def call(output_type: Any = str, endpoint: Any = "chat", **params: Any) -> core.Call:

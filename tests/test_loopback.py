@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -19,17 +18,6 @@ from tests.conftest import EXAMPLES
 from tests.kinds import DIALECTS, KINDS, Kind, expected_fields, reply_text
 
 MODEL = "fake-model"
-
-
-@pytest.fixture
-def fake() -> FakeLLM:
-    return FakeLLM()
-
-
-@pytest.fixture
-def url(fake: FakeLLM) -> Iterator[str]:
-    with fake.serve() as base_url:
-        yield base_url
 
 
 def pool_connections(client: lmclient.Client | lmclient.AsyncClient) -> list[Any]:
