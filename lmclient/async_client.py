@@ -258,6 +258,12 @@ class AsyncClient:
             params,
         )
 
+    async def probe(self) -> ServerInfo:
+        """Probe the server now and say what it is (kind, version, dialect, models): what
+        ``dialect="auto"`` learns before the first call. A dialect given explicitly is kept."""
+        async with self._setup_lock:
+            return self._core.server_info or await self._probe_server()
+
     async def models(self) -> list[str]:
         """The ids of the models the server serves (``GET /v1/models``)."""
         value: list[str] = (await self._send(self._core.models_call())).value
@@ -338,13 +344,17 @@ class AsyncClient:
         """Learn, once, what ``model=None`` and ``dialect="auto"`` leave open."""
         async with self._setup_lock:
             if self._core.dialect is None:
-                calls = self._core.probe_calls()
-                answers = list(await asyncio.gather(*(self._probe(c) for c in calls)))
-                if all(a is None for a in answers):  # nothing answered: report why, learn nothing
-                    answers[-1] = (await self._send(self._core.models_call())).value
-                self._core.adopt_probes(answers)
+                await self._probe_server()
             if self._core.model is None:
                 self._core.adopt_models((await self._send(self._core.models_call())).value)
+
+    async def _probe_server(self) -> ServerInfo:
+        """All probes at once (the set-up lock held)."""
+        calls = self._core.probe_calls()
+        answers = list(await asyncio.gather(*(self._probe(c) for c in calls)))
+        if all(a is None for a in answers):  # nothing answered: report why, learn nothing
+            answers[-1] = (await self._send(self._core.models_call())).value
+        return self._core.adopt_probes(answers)
 
     async def _probe(self, call: Call) -> Any:
         try:

@@ -612,9 +612,7 @@ def _checks() -> list[_Check]:
 
 def _probe(args: argparse.Namespace) -> int:
     with _client(args, _PROBE_ONLY_MODEL, "auto") as client:
-        client._setup()  # exactly what a first call with dialect="auto" learns, and no more
-        info = client.server_info
-    assert info is not None
+        info = client.probe()  # exactly what a first call with dialect="auto" learns
     url = _base_url(args.url)
     report: dict[str, Any] = {
         "url": url,

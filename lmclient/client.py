@@ -250,6 +250,12 @@ class Client:
             params,
         )
 
+    def probe(self) -> ServerInfo:
+        """Probe the server now and say what it is (kind, version, dialect, models): what
+        ``dialect="auto"`` learns before the first call. A dialect given explicitly is kept."""
+        with self._setup_lock:
+            return self._core.server_info or self._probe_server()
+
     def models(self) -> list[str]:
         """The ids of the models the server serves (``GET /v1/models``)."""
         value: list[str] = (self._send(self._core.models_call())).value
@@ -326,14 +332,18 @@ class Client:
         """Learn, once, what ``model=None`` and ``dialect="auto"`` leave open."""
         with self._setup_lock:
             if self._core.dialect is None:
-                calls = self._core.probe_calls()
-                with ThreadPoolExecutor(len(calls)) as pool:  # probes wait on the network only
-                    answers = list(pool.map(self._probe, calls))
-                if all(a is None for a in answers):  # nothing answered: report why, learn nothing
-                    answers[-1] = (self._send(self._core.models_call())).value
-                self._core.adopt_probes(answers)
+                self._probe_server()
             if self._core.model is None:
                 self._core.adopt_models((self._send(self._core.models_call())).value)
+
+    def _probe_server(self) -> ServerInfo:
+        """All probes at once (the set-up lock held)."""
+        calls = self._core.probe_calls()
+        with ThreadPoolExecutor(len(calls)) as pool:  # probes wait on the network only
+            answers = list(pool.map(self._probe, calls))
+        if all(a is None for a in answers):  # nothing answered: report why, learn nothing
+            answers[-1] = (self._send(self._core.models_call())).value
+        return self._core.adopt_probes(answers)
 
     def _probe(self, call: Call) -> Any:
         try:

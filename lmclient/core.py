@@ -250,14 +250,16 @@ class ClientCore:
         return [*calls, self.models_call(**quick)]
 
     def adopt_probes(self, answers: Sequence[Any]) -> ServerInfo:
-        """Choose the dialect from the answers to `probe_calls` (``None`` where one failed)."""
+        """Learn from the answers to `probe_calls` (``None`` where one failed): the dialect, if
+        ``"auto"`` left it open, and the model, if ``None`` left it open and only one is served."""
         *probes, models = answers
         found = {p: a for p, a in zip(PROBE_PATHS, probes, strict=True) if isinstance(a, dict)}
         info = detect(self.host, found, models if isinstance(models, list) else [])
         self.server_info = info
-        self.dialect = get_dialect(info.dialect)
-        if self.model is None and info.models:
-            self.adopt_models(info.models)
+        if self.dialect is None:
+            self.dialect = get_dialect(info.dialect)
+        if self.model is None and len(info.models) == 1:
+            self.model = info.models[0]
         return info
 
     def adopt_models(self, names: list[str]) -> str:

@@ -179,3 +179,24 @@ def test_explicit_dialect_sends_no_probe() -> None:
     with fake.serve() as url, lmclient.Client(url, model="fake-model", dialect="vllm") as client:
         client.generate("Q", Literal["yes", "no"])
     assert [r.endpoint for r in fake.requests] == ["chat"]
+
+
+def test_probe_is_public_and_keeps_an_explicit_dialect() -> None:
+    fake = impersonate("llamacpp")
+    with fake.serve() as url:
+        with lmclient.Client(url, dialect="vllm") as client:
+            info = client.probe()
+            assert (info.kind, info.dialect, client.dialect) == ("llamacpp", "llamacpp", "vllm")
+            assert client.probe() is info  # asked once
+            assert client.model == "fake-model"
+        with lmclient.Client(url) as client:
+            assert client.probe().dialect == client.dialect == "llamacpp"
+    assert len([r for r in fake.requests if r.method == "GET"]) == 14
+
+
+async def test_async_probe() -> None:
+    fake = impersonate("tgi")
+    with fake.serve() as url:
+        async with lmclient.AsyncClient(url) as client:
+            info = await client.probe()
+    assert (info.kind, info.version) == ("tgi", "3.3.6")

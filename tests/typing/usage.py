@@ -28,6 +28,8 @@ async def usage(client: lmclient.Client, aclient: lmclient.AsyncClient) -> None:
     assert_type(await aclient.create("x", float, endpoint="completions"), lmclient.Response[float])
     async with aclient.stream("x", list[Person]) as s:
         assert_type(s, lmclient.stream.AsyncStream[list[Person]])
+    assert_type(client.probe().dialect, str)
+    assert_type((await aclient.probe()).models, list[str])
     client.generate("x", temperature=0.2, max_tokens=5, extra_body={"top_k": 3})
     client.generate("x", temprature=0.2)  # type: ignore[call-overload]
     client.generate("x", n=2)  # type: ignore[call-overload]
