@@ -198,7 +198,9 @@ def compile_output(output_type: Any) -> OutputSpec[Any]:
             output_type._spec = _json_schema_spec(output_type)
         return output_type._spec
     try:
-        return _compile_cached(output_type)
+        # The args are part of the key: Literal["b", "a"] == Literal["a", "b"], but the order of
+        # the options is the user's and goes on the wire.
+        return _compile_cached(output_type, getattr(output_type, "__args__", None))
     except TypeError as exc:
         if "unhashable" in str(exc):
             return _compile(output_type)
@@ -206,7 +208,7 @@ def compile_output(output_type: Any) -> OutputSpec[Any]:
 
 
 @functools.lru_cache(maxsize=1024)
-def _compile_cached(output_type: Any) -> OutputSpec[Any]:
+def _compile_cached(output_type: Any, args: Any) -> OutputSpec[Any]:
     return _compile(output_type)
 
 

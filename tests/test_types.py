@@ -14,6 +14,11 @@ import lmclient
 from lmclient.types import compile_output, gbnf_alternation, regex_alternation
 
 
+def test_choice_order_is_kept_although_literals_compare_equal() -> None:
+    assert compile_output(Literal["b", "a"]).options == ("b", "a")
+    assert compile_output(Literal["a", "b"]).options == ("a", "b")
+
+
 def test_specs_are_cached_per_type() -> None:
     assert compile_output(list[int]) is compile_output(list[int])
     assert compile_output(Literal["a", "b"]) is compile_output(Literal["a", "b"])
