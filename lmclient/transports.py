@@ -250,7 +250,10 @@ class Pool(Generic[C]):
                 idle = self.idle.setdefault(conn.origin, [])
             if len(idle) < MAX_IDLE_CONNECTIONS:
                 now = conn.idle_since = time.monotonic()
-                oldest = idle[0] if idle else None  # LIFO leaves the oldest at the bottom:
+                try:  # LIFO leaves the oldest at the bottom (another thread may empty the list)
+                    oldest: C | None = idle[0]
+                except IndexError:
+                    oldest = None
                 if oldest is not None and now - oldest.idle_since > KEEPALIVE_EXPIRY:
                     self._drop(idle, oldest)  # close one expired connection per release
                 idle.append(conn)
