@@ -383,6 +383,22 @@ class _SyncConnection:
         self.sock.close()
 
 
+def _read_body(
+    conn: _SyncConnection, parser: ResponseParser, read_timeout: float, deadline_at: float | None
+) -> bytes:
+    """One read's worth of body (possibly none); `parser.complete` tells when the body has
+    ended, also when it ends with the connection; a close before that end raises."""
+    conn.pace(read_timeout, deadline_at, "reading the response")
+    data = conn.sock.recv(READ_SIZE)
+    if data:
+        return parser.feed(data)
+    if not parser.feed_eof():
+        raise errors.APIConnectionError(
+            "the server closed the connection before the response was complete"
+        )
+    return b""
+
+
 class _SyncBody(httpx.SyncByteStream):
     """A streamed response's body: iterate for its checked chunks; `close` releases the
     connection (back to the pool once the body has ended, else closed)."""
@@ -416,18 +432,9 @@ class _SyncBody(httpx.SyncByteStream):
                 if piece:
                     return piece
             parser = self._parser
-            recv = conn.sock.recv
             deadline_at = self._limiter.deadline_at
             while not parser.complete:
-                conn.pace(self._read_timeout, deadline_at, "reading the response")
-                data = recv(READ_SIZE)
-                if not data:
-                    if parser.feed_eof():
-                        break
-                    raise errors.APIConnectionError(
-                        "the server closed the connection before the response was complete"
-                    )
-                piece = parser.feed(data)
+                piece = _read_body(conn, parser, self._read_timeout, deadline_at)
                 if piece:
                     piece = self._limiter.take(piece)
                     if piece:
@@ -473,17 +480,8 @@ class SyncTransport:
         conn, parser, first = self._exchange(request, timeouts, limiter)
         try:
             parts = [limiter.take(first)] if first else []
-            recv = conn.sock.recv
             while not parser.complete:
-                conn.pace(timeouts.read, deadline_at, "reading the response")
-                data = recv(READ_SIZE)
-                if not data:
-                    if parser.feed_eof():
-                        break
-                    raise errors.APIConnectionError(
-                        "the server closed the connection before the response was complete"
-                    )
-                piece = parser.feed(data)
+                piece = _read_body(conn, parser, timeouts.read, deadline_at)
                 if piece:
                     parts.append(limiter.take(piece))
             if limiter.decoder is not None:
