@@ -17,7 +17,7 @@ from typing import Any, Literal
 import msgspec
 
 from .errors import UnsupportedConstraintError
-from .types import OutputSpec, gbnf_alternation, regex_alternation
+from .types import OutputSpec, gbnf_alternation, regex_alternation, search_anchored
 
 __all__ = [
     "DIALECTS",
@@ -191,6 +191,29 @@ def strict_schema(schema: Any) -> Any:
     return out
 
 
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
+_DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
+
+
+def llamacpp_schema(schema: Any) -> Any:
+    """Anchor every string ``pattern`` at both ends (`search_anchored`): llama.cpp's converter
+    skips, without a word, a pattern that is not ``^…$``, and the string goes unconstrained."""
+    if isinstance(schema, list):
+        return [llamacpp_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "pattern" and isinstance(value, str):
+            max_length = schema.get("maxLength")
+            out[key] = search_anchored(value, max_length if isinstance(max_length, int) else None)
+        elif key in _SCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {name: llamacpp_schema(sub) for name, sub in value.items()}
+        else:
+            out[key] = value if key in _DATA_KEYWORDS else llamacpp_schema(value)
+    return out
+
+
 def _dialects(*dialects: Dialect) -> dict[str, Dialect]:
     return {d.name: d for d in dialects}
 
@@ -251,7 +274,7 @@ DIALECTS: dict[str, Dialect] = _dialects(
     Dialect(
         "llamacpp",
         # Top level on both endpoints: llama.cpp ignores response_format on /v1/completions.
-        schema=lambda s, _n, _e: {"json_schema": s},
+        schema=lambda s, _n, _e: {"json_schema": llamacpp_schema(s)},
         choice=lambda options: {"grammar": gbnf_alternation(options)},
         grammar=_top("grammar"),
         grammar_syntaxes=_GBNF,

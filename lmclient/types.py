@@ -302,6 +302,53 @@ def anchored(pattern: str) -> str:
     return f"^({core})$"
 
 
+def search_anchored(pattern: str, max_length: int | None = None) -> str:
+    """A JSON-schema ``pattern`` (a search) as the equivalent ``^…$`` pattern llama.cpp needs: an
+    unanchored side matches a run of plain characters (no quote or backslash: nothing that ends
+    or escapes the JSON string), at most the string's ``max_length`` (llama.cpp drops length
+    bounds next to a pattern, and a small model may run on). Anchors inside the pattern would
+    make that unsound (llama.cpp reads an inner ``^`` as a literal): such a pattern is kept."""
+    anchors, alternation = _regex_outline(pattern)
+    lead = pattern.startswith("^") and not alternation  # in `^a|b$` each anchor binds a branch
+    trail = pattern.endswith("$") and len(pattern) - 1 in anchors and not alternation
+    if (lead and trail) or anchors - {0 if lead else -1, len(pattern) - 1 if trail else -1}:
+        return pattern
+    fill = '[^"\\\\]' + ("*" if max_length is None else f"{{0,{max_length}}}")
+    head = "^" if lead else "^" + fill
+    tail = "$" if trail else fill + "$"
+    return f"{head}({pattern[int(lead) : len(pattern) - int(trail)]}){tail}"
+
+
+def _regex_outline(pattern: str) -> tuple[set[int], bool]:
+    """The positions of ``^``/``$`` anchors outside character classes, and whether the pattern
+    has a top-level ``|``: what `search_anchored` needs to know of a regex's shape."""
+    anchors: set[int] = set()
+    alternation = False
+    depth, i, in_class = 0, 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":  # a class; a `]` right after `[` or `[^` is a literal member
+            i += 2 if pattern.startswith("^", i + 1) else 1
+            i += 1 if pattern.startswith("]", i) else 0
+            in_class = True
+            continue
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            alternation = True
+        elif c in "^$":
+            anchors.add(i)
+        i += 1
+    return anchors, alternation
+
+
 _JSON_STRING = msgspec.json.Decoder(str)
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
+import msgspec
 import pytest
 
 import lmclient
-from lmclient.dialects import DIALECTS, get_dialect, strict_schema
+from lmclient.dialects import DIALECTS, get_dialect, llamacpp_schema, strict_schema
 from lmclient.types import compile_output
 from tests.kinds import KINDS, Kind, expected_fields, reply_text
 from tests.test_core import make_core
@@ -86,6 +87,44 @@ def test_strict_schema_rules() -> None:
     }
     with pytest.raises(lmclient.UnsupportedConstraintError):
         strict_schema({"type": "object"})
+
+
+def test_llamacpp_gets_every_schema_pattern_anchored() -> None:
+    fill = r'[^"\\]'
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "pattern": {"type": "string", "pattern": "a", "maxLength": 4},  # a field so named
+            "enum": {"anyOf": [{"$ref": "#/$defs/Code"}, {"type": "null"}]},
+            "kept": {"enum": [{"pattern": "x"}], "const": {"pattern": "x"}},  # data, not schema
+        },
+        "$defs": {"Code": {"type": "string", "pattern": "^[A-Z]{2}"}},
+        "default": {"pattern": "x"},
+    }
+    assert llamacpp_schema(schema) == {
+        **schema,
+        "properties": {
+            "pattern": {
+                "type": "string",
+                "pattern": f"^{fill}{{0,4}}(a){fill}{{0,4}}$",
+                "maxLength": 4,
+            },
+            "enum": schema["properties"]["enum"],
+            "kept": schema["properties"]["kept"],
+        },
+        "$defs": {"Code": {"type": "string", "pattern": f"^([A-Z]{{2}}){fill}*$"}},
+    }
+
+
+def test_llamacpp_plan_sends_a_structs_search_pattern_anchored() -> None:
+    class Code(msgspec.Struct):
+        code: Annotated[str, msgspec.Meta(pattern="[0-9]{3}")]
+
+    spec = compile_output(Code)
+    for endpoint in ("chat", "completions"):
+        sent = get_dialect("llamacpp").plan(spec, endpoint).fields["json_schema"]
+        assert sent["properties"]["code"]["pattern"] == r'^[^"\\]*([0-9]{3})[^"\\]*$'
+    assert spec.schema is not None and "^" not in json.dumps(spec.schema)  # other dialects
 
 
 def test_readme_capability_matrix_matches_the_dialect_tables() -> None:

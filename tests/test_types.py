@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 import lmclient
-from lmclient.types import compile_output, gbnf_alternation, regex_alternation
+from lmclient.types import compile_output, gbnf_alternation, regex_alternation, search_anchored
 
 
 def test_choice_order_is_kept_although_literals_compare_equal() -> None:
@@ -62,6 +62,39 @@ def test_regex_alternation_escapes_only_metacharacters() -> None:
     for option in ["a b", "1+1", "(x)", "é"]:
         assert re.fullmatch(pattern, option)
     assert not re.fullmatch(pattern, "11")
+
+
+FILL = r'[^"\\]*'
+
+
+@pytest.mark.parametrize(
+    ("pattern", "sent"),
+    [
+        ("[0-9]+", f"^{FILL}([0-9]+){FILL}$"),
+        ("^[0-9]+", f"^([0-9]+){FILL}$"),
+        ("[0-9]+$", f"^{FILL}([0-9]+)$"),
+        ("^[0-9]+$", "^[0-9]+$"),  # already anchored: kept exactly
+        ("a|b", f"^{FILL}(a|b){FILL}$"),  # the group keeps the alternation whole
+        ("a\\$", f"^{FILL}(a\\$){FILL}$"),  # an escaped `$` is a literal, not an anchor
+        ("[$^]x", f"^{FILL}([$^]x){FILL}$"),  # so are `^`/`$` in a class
+        ("x[]^]y", f"^{FILL}(x[]^]y){FILL}$"),  # `]` first in a class is a member
+        ("^a|b$", "^a|b$"),  # anchors bound to branches: kept
+        ("(^a)", "(^a)"),  # an inner anchor: kept
+        ("a$b", "a$b"),
+    ],
+)
+def test_search_patterns_are_anchored_for_llamacpp(pattern: str, sent: str) -> None:
+    import re
+
+    assert search_anchored(pattern) == sent
+    if sent != pattern:  # same strings found, among those without quotes or backslashes
+        for text in ["1", "x12y", "ab", "a$", "zx]y", "$x", "b", "", "q"]:
+            assert bool(re.search(pattern, text)) == bool(re.fullmatch(sent[1:-1], text)), text
+
+
+def test_search_patterns_fill_at_most_max_length() -> None:
+    assert search_anchored("^x", 8) == r'^(x)[^"\\]{0,8}$'
+    assert search_anchored("x", 3) == r'^[^"\\]{0,3}(x)[^"\\]{0,3}$'
 
 
 def test_scalars_use_json_encodings() -> None:

@@ -87,6 +87,16 @@ async def test_every_kind_async(
     assert isinstance(response.value, expected)
 
 
+class Code(msgspec.Struct):
+    code: Annotated[str, msgspec.Meta(pattern="^zz[0-9]", max_length=8)]  # a search: `^`, no `$`
+
+
+def test_a_search_pattern_in_a_struct_is_enforced(base_url: str) -> None:
+    # llama.cpp skips, without a word, a schema pattern that is not `^…$`; lmclient anchors it
+    with lmclient.Client(base_url) as client:
+        assert client.generate("Answer briefly.", Code, **SMALL).code[:2] == "zz"
+
+
 def test_auto_detection_and_model_discovery(llama: Any) -> None:
     with lmclient.Client(llama.base_url) as client:
         client.generate("Hi", max_tokens=4)

@@ -42,6 +42,8 @@ LEAVES: list[Any] = [
     Annotated[str, msgspec.Meta(min_length=2, max_length=5)],
     Annotated[str, msgspec.Meta(pattern=r"^[A-Z]{2}-\d{3}$")],
     Annotated[str, msgspec.Meta(pattern=r"^(red|green|blue)$", max_length=5)],
+    Annotated[str, msgspec.Meta(pattern=r"[0-9]{2}")],  # a search: anchored for llama.cpp
+    Annotated[str, msgspec.Meta(pattern=r"^ab", max_length=6)],
 ]
 BOUNDED = msgspec.Meta(min_length=1, max_length=3)
 _names = itertools.count()
