@@ -15,6 +15,7 @@ import httpx
 
 from . import errors
 from ._http11 import BadResponse, ResponseParser, declared_length, encode_request
+from ._proxies import proxied
 from .core import PreparedRequest, Timeouts
 from .transports import (
     DEFAULT_LIMITS,
@@ -326,12 +327,17 @@ class _AsyncBody(httpx.AsyncByteStream):
 class AsyncTransport:
     """Non-blocking I/O for `AsyncClient`; mirrors `SyncTransport`."""
 
-    def __init__(self, http_client: httpx.AsyncClient | None = None) -> None:
+    def __init__(
+        self, http_client: httpx.AsyncClient | None = None, proxy: str | None = None
+    ) -> None:
         self._client = http_client
+        self._via_httpx = http_client is not None or proxy is not None
         self._pool: Pool[_AsyncConnection] = Pool()
         self._targets = Targets()
         self._ssl: ssl.SSLContext | None = None
-        self._httpx: httpx.AsyncHTTPTransport | None = None  # while a respx mock is active
+        self._httpx: httpx.AsyncHTTPTransport | None = None  # via a proxy, or under respx
+        if proxy is not None:
+            self._httpx = proxied(httpx.AsyncHTTPTransport, proxy, limits=DEFAULT_LIMITS)
 
     async def send(
         self,
@@ -340,7 +346,7 @@ class AsyncTransport:
         max_bytes: int,
         deadline_at: float | None,
     ) -> RawResponse:
-        if self._client is not None or _ASYNC_MOCK.active():
+        if self._via_httpx or _ASYNC_MOCK.active():
             return await self._httpx_send(request, timeouts, max_bytes, deadline_at)
         conn, parser = await self._exchange(
             request, timeouts, Limiter(max_bytes, deadline_at), False
@@ -358,7 +364,7 @@ class AsyncTransport:
         max_bytes: int,
         deadline_at: float | None,
     ) -> tuple[httpx.Response, AsyncIterator[bytes]]:
-        if self._client is not None or _ASYNC_MOCK.active():
+        if self._via_httpx or _ASYNC_MOCK.active():
             return await self._httpx_stream(request, timeouts, max_bytes, deadline_at)
         conn, parser = await self._exchange(
             request, timeouts, Limiter(max_bytes, deadline_at), True

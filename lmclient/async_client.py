@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 import httpx
 
 from . import errors
+from ._proxies import environment_proxy
 from .core import DEFAULT_MAX_RESPONSE_BYTES, Call, ClientCore, StreamState, api_error
 from .dialects import Endpoint, ServerInfo
 from .params import Prompt, env_api_key, env_base_url
@@ -64,7 +65,8 @@ class AsyncClient:
             headers=headers,
             defaults=defaults,
         )
-        self._transport = AsyncTransport(http_client)
+        proxy = None if http_client is not None else environment_proxy(self._core.base_url)
+        self._transport = AsyncTransport(http_client, proxy)
         self._setup_lock = asyncio.Lock()
 
     def __repr__(self) -> str:

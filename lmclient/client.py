@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 import httpx
 
 from . import errors
+from ._proxies import environment_proxy
 from .core import DEFAULT_MAX_RESPONSE_BYTES, Call, ClientCore, StreamState, api_error
 from .dialects import Endpoint, ServerInfo
 from .params import Prompt, env_api_key, env_base_url
@@ -66,7 +67,8 @@ class Client:
             headers=headers,
             defaults=defaults,
         )
-        self._transport = SyncTransport(http_client)
+        proxy = None if http_client is not None else environment_proxy(self._core.base_url)
+        self._transport = SyncTransport(http_client, proxy)
         self._setup_lock = threading.Lock()
 
     def __repr__(self) -> str:

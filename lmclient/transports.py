@@ -19,14 +19,15 @@ the same request head to the same server again and again, so the transports here
   wakes the waiting task once per response (or per chunk while streaming), with a read-timeout
   timer per connection that re-arms itself instead of one timer per read or per request;
 * TLS with httpx's own context (`httpx.create_ssl_context`: certifi, verification on,
-  ``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured); no proxies (a user who needs them passes an
-  ``http_client``); no redirects.
+  ``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured); no proxies; no redirects.
 
-Two cases go through httpx instead: a user's ``http_client`` (its public ``send()``, so their
-proxies, mounts and HTTP/2 apply), and an active respx mock. respx's default mocker patches
-httpcore's connection pools, which lmclient's sockets never reach; so each request first checks,
-with one identity comparison, whether that entry point is still the original, and while it is
-not, sends through an httpx transport, which respx then intercepts as users expect.
+Three cases go through httpx instead: a user's ``http_client`` (its public ``send()``, so their
+proxies, mounts and HTTP/2 apply), a server the environment puts behind a proxy
+(`lmclient._proxies`: an httpx transport with that proxy), and an active respx mock. respx's
+default mocker patches httpcore's connection pools, which lmclient's sockets never reach; so
+each request first checks, with one identity comparison, whether that entry point is still the
+original, and while it is not, sends through an httpx transport, which respx then intercepts as
+users expect.
 
 Failures map to lmclient's errors: cannot connect, connection broken → `APIConnectionError`;
 timeouts and an expired deadline → `APITimeoutError`; bytes that are not HTTP, or a body larger
@@ -55,6 +56,7 @@ from ._http11 import (
     encode_head,
     encode_request,
 )
+from ._proxies import proxied
 from .core import PreparedRequest, Timeouts
 
 if TYPE_CHECKING:
@@ -460,12 +462,15 @@ class _SyncBody(httpx.SyncByteStream):
 class SyncTransport:
     """Blocking I/O for `Client`."""
 
-    def __init__(self, http_client: httpx.Client | None = None) -> None:
+    def __init__(self, http_client: httpx.Client | None = None, proxy: str | None = None) -> None:
         self._client = http_client
+        self._via_httpx = http_client is not None or proxy is not None
         self._pool: Pool[_SyncConnection] = Pool()
         self._targets = Targets()
         self._ssl: ssl.SSLContext | None = None
-        self._httpx: httpx.HTTPTransport | None = None  # while a respx mock is active
+        self._httpx: httpx.HTTPTransport | None = None  # via a proxy, or under respx
+        if proxy is not None:
+            self._httpx = proxied(httpx.HTTPTransport, proxy, limits=DEFAULT_LIMITS)
 
     def send(
         self,
@@ -474,7 +479,7 @@ class SyncTransport:
         max_bytes: int,
         deadline_at: float | None,
     ) -> RawResponse:
-        if self._client is not None or _SYNC_MOCK.active():
+        if self._via_httpx or _SYNC_MOCK.active():
             return self._httpx_send(request, timeouts, max_bytes, deadline_at)
         limiter = Limiter(max_bytes, deadline_at)
         conn, parser, first = self._exchange(request, timeouts, limiter)
@@ -505,7 +510,7 @@ class SyncTransport:
     ) -> tuple[httpx.Response, Iterator[bytes]]:
         """Open a response and return it with an iterator of its checked body chunks; the caller
         closes the response."""
-        if self._client is not None or _SYNC_MOCK.active():
+        if self._via_httpx or _SYNC_MOCK.active():
             return self._httpx_stream(request, timeouts, max_bytes, deadline_at)
         limiter = Limiter(max_bytes, deadline_at)
         conn, parser, first = self._exchange(request, timeouts, limiter)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
 from collections.abc import Iterator
 from typing import Any
@@ -19,6 +20,11 @@ def _find_reference() -> pathlib.Path:
             return candidate
     raise RuntimeError(f"shared/reference/ not found beside any parent of {__file__}")
 
+
+# Loopback servers are reached directly, even where the environment sets a proxy (lmclient, like
+# httpx, honours HTTP_PROXY); other traffic (pip, in the plugin test) keeps the proxy.
+for _name in ("no_proxy", "NO_PROXY"):
+    os.environ[_name] = ",".join(filter(None, [os.environ.get(_name), "127.0.0.1", "localhost"]))
 
 REFERENCE = _find_reference()
 EXAMPLES = REFERENCE / "examples"
