@@ -66,7 +66,7 @@ class FakeLLM:
     fault (:meth:`reply`, :meth:`reply_sequence`, :meth:`fail`, :meth:`stall`, ...; counted
     entries first, in the order scripted, then the newest sticky one); else text generated
     from the constraint the request carries (a JSON instance of a schema, a regex match, one
-    of the choices, a sentence of a grammar without recursion); else ``default_text``.
+    of the choices, a sentence of a grammar); else ``default_text``.
     Generation is deterministic for a given ``seed``; choice ``i`` of a request with ``n``
     choices uses ``seed + i``.
 
@@ -628,7 +628,7 @@ class FakeLLM:
 
 
 def _grammar_text(grammar: str, seed: int) -> str:
-    """A sentence of a GBNF grammar without recursion, or one literal of a Lark choice."""
+    """A sentence of a GBNF grammar (recursion unrolled), or one literal of a Lark choice."""
     pattern = grammar_regex(grammar)
     if pattern is not None:
         return regex_instance(pattern, seed=seed)
@@ -638,8 +638,8 @@ def _grammar_text(grammar: str, seed: int) -> str:
     shown = grammar if len(grammar) <= 200 else grammar[:200] + "..."
     raise UnsatisfiableError(
         f"FakeLLM cannot generate text for the grammar {shown!r}: it generates for GBNF "
-        "grammars without recursion and for Lark choices between literals; script the answer "
-        "with FakeLLM.reply(...)"
+        "grammars (recursion unrolled a few levels deep) and for Lark choices between literals; "
+        "script the answer with FakeLLM.reply(...)"
     )
 
 

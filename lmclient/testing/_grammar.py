@@ -1,10 +1,12 @@
-"""Read grammars the fake can answer from: GBNF without recursion, and Lark literal choices.
+"""Read grammars the fake can answer from: GBNF, and Lark literal choices.
 
 A GBNF grammar whose rules never refer back to themselves describes a regular language, so it
 becomes a Python regex (rules inlined) and the regex generator produces a sentence of it. That
 covers what clients send in practice: choices emulated as ``root ::= "a" | "b"``, the exact
 grammars lmclient sends for ``int``/``float``/``bool`` on llama.cpp, and most hand-written
-formats. Recursive grammars (nested JSON, arithmetic) need a scripted reply.
+formats. A recursive grammar (nested JSON, arithmetic) is unrolled `MAX_NESTING` deep: past
+that, a branch or an optional item that would go deeper is left out, so the regex describes the
+sentences nested no deeper, a part of the language that is enough to answer with.
 """
 
 from __future__ import annotations
@@ -116,20 +118,30 @@ class _Token(NamedTuple):
     found: re.Match[str]
 
 
+MAX_NESTING = 2  # how many times a rule may appear inside itself in a generated sentence
+MAX_REGEX = 200_000  # characters: where unrolling a grammar gets too big to be worth it
+
+
 class _NotRegular(Exception):
-    """The grammar uses recursion or syntax this converter does not read."""
+    """The grammar uses syntax this converter does not read."""
+
+
+class _TooDeep(_NotRegular):
+    """This part of a sentence would nest a rule deeper than `MAX_NESTING`."""
 
 
 def grammar_regex(grammar: str) -> str | None:
-    """A Python regex for the language of a GBNF grammar (from its ``root`` rule), or ``None``
-    when the grammar is recursive, has no ``root``, or is not GBNF."""
+    """A Python regex for the sentences of a GBNF grammar (from its ``root`` rule) nested at most
+    `MAX_NESTING` deep, or ``None`` when it has no ``root``, is not GBNF, or has no such
+    sentence (``root ::= "(" root ")"``)."""
     try:
         rules = _rules(list(_tokens(grammar)))
         if "root" not in rules:
             return None
-        return _Converter(rules).rule("root")
+        regex = _Converter(rules).rule("root")
     except _NotRegular:
         return None
+    return regex if len(regex) <= MAX_REGEX else None
 
 
 def _tokens(text: str) -> Iterator[_Token]:
@@ -164,42 +176,58 @@ def _rules(tokens: list[_Token]) -> dict[str, list[_Token]]:
 
 
 class _Converter:
-    """Turns rule bodies into regex text, inlining references and refusing recursion."""
+    """Turns rule bodies into regex text, inlining references and unrolling recursion."""
 
     def __init__(self, rules: dict[str, list[_Token]]) -> None:
         self.rules = rules
-        self.visiting: set[str] = set()
+        self.visiting: list[str] = []  # the rules being inlined, outermost first
 
     def rule(self, name: str) -> str:
         if name not in self.rules:
             raise _NotRegular(f"undefined rule {name!r}")
-        if name in self.visiting:
-            raise _NotRegular(f"rule {name!r} is recursive")
-        self.visiting.add(name)
-        tokens = self.rules[name]
-        regex, end = self.alternation(tokens, 0)
-        if end != len(tokens):
-            raise _NotRegular(f"unexpected {tokens[end].text!r} in rule {name!r}")
-        self.visiting.discard(name)
+        if self.visiting.count(name) > MAX_NESTING:
+            raise _TooDeep(name)
+        self.visiting.append(name)
+        try:
+            tokens = self.rules[name]
+            regex, end = self.alternation(tokens, 0)
+            if end != len(tokens):
+                raise _NotRegular(f"unexpected {tokens[end].text!r} in rule {name!r}")
+        finally:
+            self.visiting.pop()
+        if len(regex) > MAX_REGEX:
+            raise _NotRegular("the unrolled grammar is too big")
         return regex
 
     def alternation(self, tokens: list[_Token], pos: int) -> tuple[str, int]:
         branches = []
         while True:
-            branch, pos = self.sequence(tokens, pos)
-            branches.append(branch)
+            try:
+                branch, pos = self.sequence(tokens, pos)
+                branches.append(branch)
+            except _TooDeep:  # leave this branch out; a shallower one may remain
+                pos = _branch_end(tokens, pos)
             if pos < len(tokens) and tokens[pos].text == "|":
                 pos += 1
                 continue
+            if not branches:
+                raise _TooDeep("every branch")
             return "(?:" + "|".join(branches) + ")", pos
 
     def sequence(self, tokens: list[_Token], pos: int) -> tuple[str, int]:
         parts = []
         while pos < len(tokens) and tokens[pos].text not in ("|", ")"):
-            item, pos = self.item(tokens, pos)
-            while pos < len(tokens) and (
-                tokens[pos].text in ("?", "*", "+") or tokens[pos].kind == "brace"
-            ):
+            start = pos
+            try:
+                item, pos = self.item(tokens, pos)
+            except _TooDeep:  # an item that may be absent is left out: zero repetitions
+                pos = _item_end(tokens, start)
+                if pos >= len(tokens) or not _may_be_absent(tokens[pos]):
+                    raise
+                while pos < len(tokens) and _is_quantifier(tokens[pos]):
+                    pos += 1
+                continue
+            while pos < len(tokens) and _is_quantifier(tokens[pos]):
                 item = f"(?:{item}){self.quantifier(tokens[pos])}"
                 pos += 1
             parts.append(item)
@@ -230,6 +258,34 @@ class _Converter:
         if token.found.group("comma") is None:
             return "{" + low + "}"
         return "{" + low + "," + (token.found.group("high") or "") + "}"
+
+
+def _is_quantifier(token: _Token) -> bool:
+    return token.text in ("?", "*", "+") or token.kind == "brace"
+
+
+def _may_be_absent(token: _Token) -> bool:
+    """Whether a quantifier allows zero repetitions."""
+    if token.kind == "brace":
+        return int(token.found.group("low") or "0") == 0
+    return token.text in ("?", "*")
+
+
+def _item_end(tokens: list[_Token], pos: int) -> int:
+    """Where the item starting at ``pos`` ends: after its closing parenthesis if it opens one."""
+    depth = 0
+    for index in range(pos, len(tokens)):
+        depth += {"(": 1, ")": -1}.get(tokens[index].text, 0)
+        if depth <= 0:
+            return index + 1
+    raise _NotRegular("unbalanced parenthesis")
+
+
+def _branch_end(tokens: list[_Token], pos: int) -> int:
+    """Where the branch starting at ``pos`` ends: at the next ``|`` or ``)`` of its own level."""
+    while pos < len(tokens) and tokens[pos].text not in ("|", ")"):
+        pos = _item_end(tokens, pos)
+    return pos
 
 
 def _decode(body: str) -> str:

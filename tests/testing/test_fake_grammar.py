@@ -1,11 +1,13 @@
-"""Grammars the fake answers from: GBNF without recursion as a regex, Lark literal choices."""
+"""Grammars the fake answers from: GBNF as a regex (recursion unrolled), Lark literal choices."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
+import lmclient
 from lmclient.testing import FakeLLM, regex_instance
 from lmclient.testing._grammar import grammar_literals, grammar_regex
 from lmclient.types import Choice, Grammar, compile_output, gbnf_alternation
@@ -47,8 +49,8 @@ def test_regex_has_the_grammars_language(
 @pytest.mark.parametrize(
     "grammar",
     [
-        'root ::= "(" root ")" | ""',  # recursive
-        'root ::= a\na ::= "x" b\nb ::= a | "y"',  # recursive through other rules
+        'root ::= "(" root ")"',  # recursion that never ends: no sentence at all
+        'root ::= "a" root+',
         'value ::= "a"',  # no root
         'root ::= missing',
         'root ::= "a"\nroot ::= "b"',
@@ -66,6 +68,54 @@ def test_regex_has_the_grammars_language(
 )  # fmt: skip
 def test_not_regular_or_not_gbnf(grammar: str) -> None:
     assert grammar_regex(grammar) is None
+
+
+# (recursive grammar, sentences nested at most MAX_NESTING deep, strings its regex must not match:
+# outside the language, or nested deeper)
+RECURSIVE: list[tuple[str, list[str], list[str]]] = [
+    ('root ::= "(" root ")" | ""', ["", "()", "(())"], ["(", "())", "(()", "((()))"]),
+    ('root ::= a\na ::= "x" b\nb ::= a | "y"', ["xy", "xxy", "xxxy"], ["y", "x", "xyx"]),
+    ('root ::= "a" root? "b"', ["ab", "aabb", "aaabbb"], ["", "aab", "ba"]),
+    ('root ::= "[" (root ("," root)*)? "]"', ["[]", "[[],[[]]]"], ["[", "[,]", "[[]"]),
+    ('root ::= "<" root{0,2} ">"', ["<>", "<<><>>"], ["<", "<<>"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("grammar", "inside", "outside"), RECURSIVE)
+def test_recursion_is_unrolled_to_a_part_of_the_language(
+    grammar: str, inside: list[str], outside: list[str]
+) -> None:
+    from lmclient.testing._grammar import MAX_NESTING
+
+    assert MAX_NESTING == 2  # `inside` nests a rule in itself up to twice, `outside` deeper
+    pattern = grammar_regex(grammar)
+    assert pattern is not None
+    for text in inside:
+        assert re.fullmatch(pattern, text), (pattern, text)
+    for text in outside:
+        assert not re.fullmatch(pattern, text), (pattern, text)
+    for seed in range(10):
+        assert re.fullmatch(pattern, regex_instance(pattern, seed=seed))
+
+
+JSON_GBNF = r"""
+root   ::= object
+value  ::= object | array | string | number | ("true" | "false" | "null") ws
+object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
+array  ::= "[" ws ( value ("," ws value)* )? "]" ws
+string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws
+ws ::= | " " | "\n" [ \t]{0,20}
+"""  # llama.cpp's grammars/json.gbnf
+
+
+def test_a_json_grammar_is_answered_with_json() -> None:
+    fake = FakeLLM()
+    with fake.mock():
+        client = lmclient.Client("http://fake/v1", model="fake-model", dialect="llamacpp")
+        for seed in range(10):
+            text = client.generate("Q", Grammar(JSON_GBNF), seed=seed)
+            assert isinstance(json.loads(text), dict)
 
 
 @pytest.mark.parametrize("tp", [int, float, bool, Choice(["left", "right", 'say "hi"'])])

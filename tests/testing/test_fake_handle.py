@@ -159,7 +159,7 @@ def test_unknown_model_is_404_like_vllm() -> None:
         {"messages": MESSAGES, "stream_options": {"include_usage": True}},
         {"messages": MESSAGES, "structured_outputs": {"json": "{oops"}},
         {"messages": MESSAGES, "guided_regex": "(unclosed"},
-        {"messages": MESSAGES, "guided_grammar": 'root ::= "(" root ")" | "x"'},
+        {"messages": MESSAGES, "guided_grammar": 'root ::= "(" root ")"'},  # never ends
         {"messages": MESSAGES, "guided_json": {"type": "integer", "minimum": 3, "maximum": 1}},
     ],
     ids=str,
