@@ -138,10 +138,9 @@ def grammar_regex(grammar: str) -> str | None:
         rules = _rules(list(_tokens(grammar)))
         if "root" not in rules:
             return None
-        regex = _Converter(rules).rule("root")
+        return _Converter(rules).rule("root")
     except _NotRegular:
         return None
-    return regex if len(regex) <= MAX_REGEX else None
 
 
 def _tokens(text: str) -> Iterator[_Token]:
