@@ -57,6 +57,10 @@ class _Server(ThreadingHTTPServer):
 
     daemon_threads = True
     block_on_close = False
+    # The listen backlog. socketserver's default of 5 drops the SYNs of a burst of new
+    # connections (256 concurrent calls, say) while the accept loop catches up; the client
+    # kernel then resends them after 1, 3, 7, 15… s, which looks like a slow or hung server.
+    request_queue_size = 1024
 
     def __init__(self, fake: FakeLLM) -> None:
         self.fake = fake

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -261,3 +262,37 @@ def test_base_url_is_the_served_url_while_serving() -> None:
             assert httpx.get(f"{outer}/models", timeout=WAIT).status_code == 200
         assert fake.base_url == outer
     assert fake.base_url == "http://llm.internal/v1"
+
+
+def test_a_burst_of_new_connections_waits_in_the_listen_backlog(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While the accept loop is held, 128 new connections still complete their handshakes and
+    are answered once it resumes. socketserver's default backlog of 5 drops the SYNs past it,
+    and clients resend them after 1, 3, 7… s: a slow, seemingly hung server under a burst."""
+    from lmclient.testing._server import _Server
+
+    gate = threading.Event()
+    accept = _Server.process_request
+
+    def held(self: _Server, request: Any, address: Any) -> None:
+        gate.wait(WAIT)
+        accept(self, request, address)
+
+    monkeypatch.setattr(_Server, "process_request", held)
+    with FakeLLM().serve() as url:
+        port = httpx.URL(url).port or 0
+        connections: list[socket.socket] = []
+        try:
+            connections.extend(  # each connect returns once its handshake is done
+                socket.create_connection(("127.0.0.1", port), timeout=WAIT) for _ in range(128)
+            )
+        finally:
+            gate.set()
+        try:
+            for conn in connections:
+                conn.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            assert [conn.recv(12) for conn in connections] == [b"HTTP/1.1 200"] * 128
+        finally:
+            for conn in connections:
+                conn.close()
