@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint demo bench clean
+.PHONY: install test lint demo bench clean stacks
 
 install: $(STAMP)
 
@@ -16,9 +16,23 @@ $(STAMP): pyproject.toml
 
 # The e2e tests need a real llama.cpp server and model: built once (~15 min on 2 cores) into
 # ~/.cache/lmclient, with progress shown here rather than inside pytest's captured output.
-test: install
+# Then the unit suite again on every other Python that requires-python claims and this machine
+# has (pyenv's, or PYTHONS="..."), one line each (scripts/pythons.py).
+test: install stacks
 	$(BIN)/python scripts/llamacpp.py install
 	$(BIN)/python -m pytest
+	$(BIN)/python scripts/pythons.py
+
+# nginx and haproxy for tests/stacks (reverse proxies in front of a real uvicorn), from Debian's
+# packages when apt-get exists and we are root; otherwise those stacks report themselves skipped.
+stacks:
+	@if command -v nginx >/dev/null 2>&1 && command -v haproxy >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		out=$$( { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends nginx haproxy; } 2>&1 ) \
+		|| { echo "$$out" | tail -n 5; \
+			echo "make stacks: could not install nginx/haproxy (tests/stacks will skip them)"; }; \
+	else echo "make stacks: no apt-get or not root: nginx/haproxy not installed"; fi
 
 lint: install
 	$(BIN)/ruff check lmclient tests benchmarks examples scripts
@@ -29,10 +43,10 @@ demo: install
 	$(BIN)/python examples/demo.py
 
 # lmclient next to httpx, the openai SDK and a raw socket, one table (~2 min on 2 cores);
-# `$(BIN)/python benchmarks/run.py --readme README.md` also writes it into the README.
+# `$(BIN)/python benchmarks/run.py --docs docs/performance.md` also writes it into that page.
 bench: install
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/items_linear.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-3.* .pytest_cache .mypy_cache .ruff_cache

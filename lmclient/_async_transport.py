@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import math
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import httpx
 
@@ -32,12 +32,17 @@ from .transports import (
     httpx_request,
     io_error,
     or_none,
+    readability,
     ssl_context,
 )
 
 __all__ = ["AsyncTransport"]
 
 _ASYNC_MOCK = PatchWatch("AsyncConnectionPool", "handle_async_request")
+
+
+def _nothing() -> bool:
+    return False
 
 
 class _AsyncConnection(asyncio.Protocol):
@@ -65,6 +70,7 @@ class _AsyncConnection(asyncio.Protocol):
         "parser",
         "pieces",
         "read_timeout",
+        "readable",
         "reading_paused",
         "streaming",
         "timer",
@@ -91,14 +97,19 @@ class _AsyncConnection(asyncio.Protocol):
         self.read_timeout = math.inf
         self.last_read = 0.0
         self.idle_since = 0.0
+        self.readable: Callable[[], bool] = _nothing
 
     # -- the pool's view -------------------------------------------------------------------
 
     def usable(self, now: float) -> bool:
+        """Open, of this loop, not expired, and with nothing to read: bytes that arrived while
+        idle close the connection in `data_received`, but only once the loop has had a turn, so
+        bytes still in the kernel are looked for too (as the sync connection does)."""
         return (
             not self.closed
             and self.loop is asyncio.get_running_loop()
             and now - self.idle_since < KEEPALIVE_EXPIRY
+            and not self.readable()
         )
 
     def close(self) -> None:
@@ -166,6 +177,7 @@ class _AsyncConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        self.readable = readability(transport.get_extra_info("socket"))
 
     def data_received(self, data: bytes) -> None:
         parser = self.parser
@@ -186,7 +198,10 @@ class _AsyncConnection(asyncio.Protocol):
                 piece = limiter.take(piece)
                 self.pieces.append(piece)
                 self.buffered += len(piece)
-                if self.buffered > STREAM_HIGH_WATER and not self.reading_paused:
+                # Only a stream has a reader that drains `pieces` as they come; a whole response
+                # is read to its end, bounded by the limiter's max_bytes (pausing it here would
+                # leave nothing to resume reading: a hang).
+                if self.streaming and self.buffered > STREAM_HIGH_WATER and not self.reading_paused:
                     self.reading_paused = True
                     assert self.transport is not None
                     self.transport.pause_reading()
@@ -481,12 +496,15 @@ class AsyncTransport:
             response = await self._httpx_open(request, timeouts)
             try:
                 limiter = Limiter(max_bytes, deadline_at)
-                limiter.head(response.headers, declared_length(response.headers), decode=False)
-                chunks = [limiter.take(chunk) async for chunk in response.aiter_bytes()]
+                limiter.head(response.headers, declared_length(response.headers))
+                chunks = [limiter.take(chunk) async for chunk in response.aiter_raw()]
+                chunks.append(limiter.finish())
             finally:
                 await response.aclose()
         except httpx.HTTPError as exc:
             raise httpx_error(exc) from exc
+        except BadResponse as exc:
+            raise io_error(exc, "reading the response") from exc
         return RawResponse(response.status_code, response.headers, b"".join(chunks))
 
     async def _httpx_stream(
@@ -504,10 +522,15 @@ class AsyncTransport:
         async def chunks() -> AsyncIterator[bytes]:
             limiter = Limiter(max_bytes, deadline_at)
             try:
-                limiter.head(response.headers, declared_length(response.headers), decode=False)
-                async for chunk in response.aiter_bytes():
+                limiter.head(response.headers, declared_length(response.headers))
+                async for chunk in response.aiter_raw():
                     yield limiter.take(chunk)
+                tail = limiter.finish()
+                if tail:
+                    yield tail
             except httpx.HTTPError as exc:
                 raise httpx_error(exc) from exc
+            except BadResponse as exc:
+                raise io_error(exc, "reading the response") from exc
 
         return response, chunks()

@@ -5,19 +5,49 @@ lmclient's own transports send one request at a time per connection (no pipelini
 the body with Content-Length, and ask for no compression, so the response side needs only: the
 status line and headers, Content-Length, chunked and read-until-close bodies, 1xx interim
 responses, bodyless statuses, and whether the connection may be reused. h11 does all this too,
-with an event object per step: on the benchmark machine it takes ~23 µs to parse a small
-response (and ~19 µs to frame the request), where this parser takes ~3.5 µs and the request is
-one ``%`` of cached bytes. That difference is most of what separates lmclient's CPU per call
-from a raw socket's (see benchmarks/README.md).
+with an event object per step, at several times this parser's CPU per response; that difference
+is most of what separates lmclient's CPU per call from a raw socket's (see benchmarks/README.md).
 
-Decisions:
-* Header names are lower-cased; repeated headers are joined with ``", "`` (RFC 9110 §5.3). A
-  response's header names are not checked to be tokens (a client gains nothing from refusing
-  them), only that the line is a field: a colon, a name without blanks (so a folded line fails).
-* A message with both Transfer-Encoding and Content-Length is read as chunked and the connection
-  is not reused (RFC 9112 §6.3); differing Content-Length values are an error.
+What a response may be is h11's rule, or stricter where said (tests/test_http11.py checks this
+against h11 itself). Two parsers that disagree on where a message ends are how responses are
+smuggled, so nothing h11 refuses is accepted, and nothing unclear is read until close instead:
+
+* Lines end with CRLF or a bare LF (RFC 9112 §2.2 lets a recipient accept LF, and h11 does), so a
+  head ends at the first LF [CR] LF. Any other CR, and every control character but HTAB, is
+  refused anywhere in a head: a bare CR ends a line for some parsers and not for others. (h11
+  lets the other control characters through in values and the reason phrase.)
+* The status line is ``HTTP/1.1`` or ``HTTP/1.0``, a space, three digits from 100 up, then
+  optionally a space and a reason phrase, which is ignored. (h11 takes any ``HTTP/d.d``.) Every
+  response starts so; bytes that cannot (an HTTP/2 preface or frame, TLS, a blank line) are
+  refused as soon as they show it, and a bad status line at its line end, not at the read timeout.
+* A header line is a token, a colon, and a value between optional blanks: visible characters and
+  obs-text (bytes 0x80-0xFF), single words or several separated by blanks. A blank before the
+  colon, an empty name, a line without a colon, and a folded line (obs-fold, deprecated by RFC 9112
+  §5.2; h11 unfolds it) are refused. Names are lower-cased; repeated headers are joined with
+  ``", "`` (RFC 9110 §5.3).
+* 1xx interim heads are checked like the final one, then skipped; 101 is refused (lmclient never
+  asks to switch protocols), as is a status below 100. All the heads before the body, interim ones
+  included, are bounded together by MAX_HEAD_BYTES, so endless ``100 Continue`` ends in an error
+  (h11 bounds only what it holds of one incomplete head, so its limit depends on how the bytes
+  were cut: 16 KiB by default, 100 KiB as httpx sets it).
+* Transfer-Encoding must be exactly ``chunked`` (in any case), once: ``gzip, chunked``,
+  ``chunked, chunked``, ``identity``, and any coding in an HTTP/1.0 response (faulty framing, RFC
+  9112 §6.1; h11 reads it) are refused. Content-Length is 1 to 20 digits; repeated equal values are
+  one, differing values an error. Both are checked in every head, also where they frame nothing
+  (1xx, 204, 304, and Content-Length beside Transfer-Encoding).
+* A response with both is read as chunked and its connection not reused (RFC 9112 §6.3); 204 and
+  304 have no body; a response with neither is read until the server closes the connection.
+* A chunk-size line is 1 to 15 hex digits (h11: 20), then either ``;`` and extensions (visible
+  characters and blanks) or blanks, then CRLF: h11 wants CRLF here too, and refuses the blank
+  before ``;`` that RFC 9112 allows. A line is refused as soon as it cannot become valid (a sign,
+  ``0x``, a blank before the digits, a bare LF). Chunk data ends with CRLF. The trailer section
+  ends at a blank line like a head, each line a header line but not a framing header (h11 checks
+  their values); it is dropped, and bounded by MAX_TRAILER_BYTES, h11's default bound, since no
+  LLM server sends trailers and an endless section would otherwise be read forever.
 * Bytes after the end of a response (a server must not send any) are dropped and make the
-  connection unusable rather than failing the response.
+  connection unusable rather than failing the response. The connection is reused after HTTP/1.1
+  without ``Connection: close``, and after HTTP/1.0 with ``Connection: keep-alive`` (which h11
+  does not implement).
 * Content-Encoding gzip or deflate is decoded (a server may compress although lmclient does not
   ask); any other coding is an error, since the body could not be validated.
 """
@@ -38,13 +68,33 @@ __all__ = [
     "encode_request",
 ]
 
-MAX_HEAD_BYTES = 64 * 1024  # status line and headers; more is not an LLM server
-MAX_LINE_BYTES = 4096  # a chunk-size or trailer line
+MAX_HEAD_BYTES = 64 * 1024  # all heads before the body, 1xx ones too: more is no LLM server
+MAX_TRAILER_BYTES = 16 * 1024  # the trailer section
+MAX_LINE_BYTES = 4096  # a chunk-size line
 
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # CTLs but HTAB: CR/LF would inject headers
-_HEXDIGITS = b"0123456789abcdefABCDEF"
 _FRAMING = frozenset({"content-length", "transfer-encoding"})  # set by lmclient, not by headers=
+
+# The exact rules, as patterns over the latin-1 text of a head (each byte one character).
+_VCHAR = r"[^\x00-\x20\x7f]"  # a visible character or obs-text
+_FIELD_LINE = re.compile(rf"({_TOKEN.pattern}):[ \t]*((?:{_VCHAR}+(?:[ \t]+{_VCHAR}+)*)?)[ \t]*")
+_STATUS_LINE = re.compile(r"HTTP/1\.([01]) ([1-9][0-9][0-9])(?: [^\x00-\x08\x0a-\x1f\x7f]*)?")
+# The common head, in CRLF lines, is checked by the same rules at less cost (see `_crlf_head`).
+_NOT_CTL = bytes(b for b in range(256) if b == 9 or 0x20 <= b != 0x7F)
+_STATUS_LINES: dict[str, tuple[str, int]] = {}  # valid status lines seen: version, status
+_NAMES: dict[str, str] = {}  # valid header names seen, lower-cased
+_MAX_CACHED = 1024  # entries in each (then every new one is checked by its pattern)
+_CTL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+_BLANK_LINE = re.compile(rb"\n\r?\n")  # the end of a head or a trailer section
+# What the first line of a head may be while its end has not arrived.
+_STATUS_START = re.compile(
+    rb"H(?:T(?:T(?:P(?:/(?:1(?:\.(?:[01](?: (?:[1-9](?:[0-9](?:[0-9]"
+    rb"(?: [\t\x20-\x7e\x80-\xff]*)?\r?)?)?)?)?)?)?)?)?)?)?)?"
+)
+_EXTENSIONS = rb"(?:;[\t\x20-\x7e\x80-\xff]*|[ \t]*)"  # chunk extensions, or trailing blanks
+_CHUNK_LINE = re.compile(rb"([0-9A-Fa-f]{1,15})" + _EXTENSIONS + rb"\r\n")
+_CHUNK_LINE_START = re.compile(rb"[0-9A-Fa-f]{0,15}|[0-9A-Fa-f]{1,15}" + _EXTENSIONS + rb"\r?")
 
 _HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_END, _TRAILERS, _UNTIL_CLOSE, _DONE = range(8)
 
@@ -90,7 +140,8 @@ class ResponseParser:
     ``status`` and ``headers`` are set once the head is complete (``headers is None`` before);
     ``complete`` once the body has ended; ``keep_alive`` says whether the connection may carry
     the next request afterwards. At end of input call `feed_eof`, which says whether the response
-    was complete (a read-until-close body completes there).
+    was complete (a read-until-close body completes there). Bytes that are not a response raise
+    `BadResponse`, as soon as they show it.
     """
 
     __slots__ = ("_buffer", "_remaining", "_state", "headers", "keep_alive", "length", "status")
@@ -98,7 +149,7 @@ class ResponseParser:
     def __init__(self) -> None:
         self._buffer = b""
         self._state = _HEAD
-        self._remaining = 0
+        self._remaining = 0  # in the head: the bytes of the heads so far; then, of the body
         self.status = 0
         self.headers: dict[str, str] | None = None
         self.length: int | None = None  # the declared Content-Length of a sized body
@@ -111,7 +162,12 @@ class ResponseParser:
     @property
     def started(self) -> bool:
         """Whether any byte of the response has arrived."""
-        return self.headers is not None or bool(self._buffer) or self._state != _HEAD
+        return (
+            self.headers is not None
+            or bool(self._buffer)
+            or self._state != _HEAD
+            or self._remaining > 0  # an interim head
+        )
 
     def feed(self, data: bytes) -> bytes:
         """Consume ``data``; return the body bytes it carried (possibly none)."""
@@ -165,79 +221,84 @@ class ResponseParser:
         head, or -1 when it is not complete yet (the bytes are kept)."""
         pos = 0
         while True:
+            head = None
             end = data.find(b"\r\n\r\n", pos)
-            if end < 0:
-                if len(data) - pos > MAX_HEAD_BYTES:
+            if end >= 0:
+                end += 4
+                if self._remaining + end - pos <= MAX_HEAD_BYTES:
+                    head = _crlf_head(data[pos : end - 4])
+            if head is None:  # bare LF line ends, a malformed head, or not all here yet
+                blank = _BLANK_LINE.search(data, pos)
+                if blank is None:
+                    self._partial_head(data, pos)
+                    return -1
+                end = blank.end()
+                if self._remaining + end - pos > MAX_HEAD_BYTES:
                     raise BadResponse(f"response head larger than {MAX_HEAD_BYTES} bytes")
-                self._buffer = data[pos:]
-                return -1
-            if end - pos > MAX_HEAD_BYTES:
-                raise BadResponse(f"response head larger than {MAX_HEAD_BYTES} bytes")
-            final = self._parse_head(data[pos:end].decode("latin-1"))
-            pos = end + 4
-            if final:
+                head = _split_head(data[pos : blank.start()])
+            self._remaining += end - pos
+            pos = end
+            if self._parse_head(*head):
                 return pos
 
-    def _parse_head(self, text: str) -> bool:
-        """Parse one head; False for a 1xx interim response, which carries no body."""
-        eol = text.find("\r\n")
-        line = text if eol < 0 else text[:eol]
-        version, _, rest = line.partition(" ")
-        code = rest[:3]
-        if (
-            version not in ("HTTP/1.1", "HTTP/1.0")
-            or not (code.isascii() and code.isdigit())
-            or rest[3:4] not in ("", " ")
-        ):
-            raise BadResponse(f"not an HTTP/1.1 status line: {line[:100]!r}")
-        status = int(code)
+    def _partial_head(self, data: bytes, pos: int) -> None:
+        """Keep the start of a head, unless it already cannot be one."""
+        if self._remaining + len(data) - pos > MAX_HEAD_BYTES:
+            raise BadResponse(f"response head larger than {MAX_HEAD_BYTES} bytes")
+        eol = data.find(b"\n", pos)
+        if eol >= 0:
+            line = data[pos:eol].decode("latin-1").removesuffix("\r")
+            if _STATUS_LINE.fullmatch(line) is None:
+                raise _not_a_status_line(line)
+        elif pos < len(data) and _STATUS_START.fullmatch(data, pos) is None:
+            raise _not_a_status_line(data[pos : pos + 100].decode("latin-1"))
+        self._buffer = data[pos:] if pos else data
+
+    def _parse_head(self, version: str, status: int, headers: dict[str, str]) -> bool:
+        """Take one head; False for a 1xx interim response, which carries no body."""
+        coding = headers.get("transfer-encoding")
+        length = headers.get("content-length")
+        n = None
+        if length is not None:
+            if length.isdigit() and length.isascii() and len(length) <= 20:
+                n = int(length)
+            else:
+                n = declared_length(headers)
+                if n is None:
+                    raise BadResponse(f"invalid content-length: {length[:100]!r}")
+        if coding is not None:
+            if coding.lower() != "chunked":
+                raise BadResponse(f"unsupported transfer-encoding {coding[:100]!r}")
+            if version == "HTTP/1.0":
+                raise BadResponse("transfer-encoding in an HTTP/1.0 response")
         if status < 200:
             if status == 101:
                 raise BadResponse("the server switched protocols, which lmclient never asks for")
             return False
-        headers: dict[str, str] = {}
-        for field in text[eol + 2 :].split("\r\n") if eol >= 0 else ():
-            name, sep, value = field.partition(":")
-            if not sep or not name or " " in name or "\t" in name:  # folded, or not a field
-                raise BadResponse(f"malformed header line: {field[:100]!r}")
-            key = name.lower()
-            value = value.strip(" \t")
-            headers[key] = f"{headers[key]}, {value}" if key in headers else value
         self.status = status
         self.headers = headers
-        self._framing(version, status, headers)
-        return True
-
-    def _framing(self, version: str, status: int, headers: Mapping[str, str]) -> None:
         connection = headers.get("connection")
         if connection is None:
             self.keep_alive = version == "HTTP/1.1"
         else:
-            tokens = {t.strip().lower() for t in connection.split(",")}
+            tokens = {t.strip(" \t").lower() for t in connection.split(",")}
             self.keep_alive = (
                 "close" not in tokens if version == "HTTP/1.1" else "keep-alive" in tokens
             )
-        coding = headers.get("transfer-encoding")
-        length = headers.get("content-length")
+        self._remaining = 0
         if status in (204, 304):
             self._state = _DONE
         elif coding is not None:
-            if coding.rsplit(",", 1)[-1].strip().lower() == "chunked":
-                self._state = _CHUNK_SIZE
-                if length is not None:
-                    self.keep_alive = False
-            else:
-                self._state = _UNTIL_CLOSE
+            self._state = _CHUNK_SIZE
+            if n is not None:
                 self.keep_alive = False
-        elif length is not None:
-            n = int(length) if length.isdigit() and length.isascii() else declared_length(headers)
-            if n is None:
-                raise BadResponse(f"invalid content-length: {length[:100]!r}")
+        elif n is not None:
             self.length = self._remaining = n
             self._state = _LENGTH if n else _DONE
         else:
             self._state = _UNTIL_CLOSE
             self.keep_alive = False
+        return True
 
     # -- chunked body ----------------------------------------------------------------------
 
@@ -246,7 +307,24 @@ class ResponseParser:
         n = len(data)
         state = self._state
         while pos < n:
-            if state == _CHUNK_DATA:
+            if state == _CHUNK_SIZE:
+                line = _CHUNK_LINE.match(data, pos)
+                if line is None:
+                    self._partial_chunk_line(data, pos)
+                    break
+                size = int(line.group(1), 16)
+                pos = line.end()
+                if not size:
+                    state = _TRAILERS
+                    continue
+                end = pos + size
+                if data.startswith(b"\r\n", end):  # the whole chunk is here: the common case
+                    out.append(data[pos:end])
+                    pos = end + 2
+                    continue
+                self._remaining = size
+                state = _CHUNK_DATA
+            elif state == _CHUNK_DATA:
                 end = pos + self._remaining
                 if end <= n:
                     out.append(data[pos:end])
@@ -256,43 +334,121 @@ class ResponseParser:
                     out.append(data[pos:])
                     self._remaining -= n - pos
                     pos = n
-                continue
-            eol = data.find(b"\r\n", pos)
-            if eol < 0:
-                if n - pos > MAX_LINE_BYTES:
-                    raise BadResponse("chunk-size or trailer line too long")
-                self._buffer = data[pos:]
-                break
-            if state == _CHUNK_END:
-                if eol != pos:
+            elif state == _CHUNK_END:
+                if data.startswith(b"\r\n", pos):
+                    pos += 2
+                    state = _CHUNK_SIZE
+                elif pos == n - 1 and data[pos] == 13:  # CR, its LF still to come
+                    self._buffer = b"\r"
+                    break
+                else:
                     raise BadResponse("chunk data longer than its declared size")
-                pos += 2
-                state = _CHUNK_SIZE
-                continue
-            line = data[pos:eol]
-            pos = eol + 2
-            if state == _CHUNK_SIZE:
-                size = (line.split(b";", 1)[0] if b";" in line else line).strip(b" \t")
-                if not size or len(size) > 15 or size.strip(_HEXDIGITS):
-                    raise BadResponse(f"invalid chunk size: {line[:100]!r}")
-                remaining = int(size, 16)
-                if not remaining:
-                    state = _TRAILERS
-                    continue
-                end = pos + remaining
-                if data.startswith(b"\r\n", end):  # the whole chunk is here: the common case
-                    out.append(data[pos:end])
-                    pos = end + 2
-                    continue
-                self._remaining = remaining
-                state = _CHUNK_DATA
-            elif not line:  # _TRAILERS: a blank line ends the message
+            else:  # _TRAILERS
+                end = self._trailers(data, pos)
+                if end < 0:
+                    break
                 state = _DONE
-                if pos < n:
+                if end < n:
                     self.keep_alive = False
                 break
         self._state = state
         return out[0] if len(out) == 1 else b"".join(out)
+
+    def _partial_chunk_line(self, data: bytes, pos: int) -> None:
+        """Keep the start of a chunk-size line, unless it already cannot be one."""
+        if _CHUNK_LINE_START.fullmatch(data, pos) is None:
+            raise BadResponse(f"invalid chunk-size line: {data[pos : pos + 100]!r}")
+        if len(data) - pos > MAX_LINE_BYTES:
+            raise BadResponse("chunk-size line too long")
+        self._buffer = data[pos:]
+
+    def _trailers(self, data: bytes, pos: int) -> int:
+        """The offset after the trailer section, or -1 when it is not complete yet."""
+        if data.startswith(b"\r\n", pos):  # none: the common case
+            return pos + 2
+        if data.startswith(b"\n", pos):
+            return pos + 1
+        blank = _BLANK_LINE.search(data, pos)
+        end = len(data) if blank is None else blank.end()
+        if end - pos > MAX_TRAILER_BYTES:
+            raise BadResponse(f"trailer section larger than {MAX_TRAILER_BYTES} bytes")
+        if blank is None:
+            self._buffer = data[pos:]
+            return -1
+        for line in data[pos : blank.start()].decode("latin-1").split("\n"):
+            name, _ = _field(line.removesuffix("\r"))
+            if name.lower() in _FRAMING:
+                raise BadResponse(f"{name} in the trailer section")
+        return end
+
+
+def _crlf_head(raw: bytes) -> tuple[str, int, dict[str, str]] | None:
+    """The version, status and headers of a head in CRLF lines (without the blank line), or
+    None when `_split_head` has to decide. The same rules as its patterns, cheaper: no control
+    character but HTAB and the CRLFs; a status line and header names as `_STATUS_LINE` and
+    `_TOKEN` said before (they repeat from response to response); a colon on each line; then a
+    value is what remains without its blanks."""
+    lines = raw.decode("latin-1").split("\r\n")
+    if len(raw.translate(None, _NOT_CTL)) != 2 * len(lines) - 2:
+        return None
+    status = _STATUS_LINES.get(lines[0])
+    if status is None:
+        match = _STATUS_LINE.fullmatch(lines[0])
+        if match is None:
+            return None
+        status = f"HTTP/1.{match.group(1)}", int(match.group(2))
+        if len(_STATUS_LINES) < _MAX_CACHED:
+            _STATUS_LINES[lines[0]] = status
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep:
+            return None
+        key = _NAMES.get(name)
+        if key is None:
+            if not _TOKEN.fullmatch(name):
+                return None
+            key = name.lower()
+            if len(_NAMES) < _MAX_CACHED:
+                _NAMES[name] = key
+        value = value.strip(" \t")
+        headers[key] = f"{headers[key]}, {value}" if key in headers else value
+    return status[0], status[1], headers
+
+
+def _split_head(raw: bytes) -> tuple[str, int, dict[str, str]]:
+    """The version, status and headers of a head whose lines may end with a bare LF, by the
+    rules' patterns: `BadResponse` says which rule the head breaks."""
+    lines = raw.decode("latin-1").split("\n")
+    line = lines[0].removesuffix("\r")
+    status = _STATUS_LINE.fullmatch(line)
+    if status is None:
+        raise _not_a_status_line(line)
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, value = _field(line.removesuffix("\r"))
+        key = name.lower()
+        headers[key] = f"{headers[key]}, {value}" if key in headers else value
+    return f"HTTP/1.{status.group(1)}", int(status.group(2)), headers
+
+
+def _field(line: str) -> tuple[str, str]:
+    field = _FIELD_LINE.fullmatch(line)
+    if field is None:
+        if line[:1] in (" ", "\t"):
+            why = "a folded header line (obs-fold)"
+        elif "\r" in line:
+            why = "a CR inside a header line"
+        elif _CTL.search(line):
+            why = "a control character in a header line"
+        else:
+            why = "a malformed header line"
+        raise BadResponse(f"{why}: {line[:100]!r}")
+    return field.group(1), field.group(2)
+
+
+def _not_a_status_line(line: str) -> BadResponse:
+    return BadResponse(f"not an HTTP/1.1 status line: {line[:100]!r}")
 
 
 def declared_length(headers: Mapping[str, str]) -> int | None:
@@ -300,11 +456,11 @@ def declared_length(headers: Mapping[str, str]) -> int | None:
     value = headers.get("content-length")
     if value is None:
         return None
-    values = {v.strip() for v in value.split(",")}
+    values = {v.strip(" \t") for v in value.split(",")}
     if len(values) != 1:
         return None
     text = values.pop()
-    return int(text) if text.isascii() and text.isdigit() else None
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 20 else None
 
 
 def content_decoder(headers: Mapping[str, str]) -> ContentDecoder | None:

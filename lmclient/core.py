@@ -28,7 +28,10 @@ import httpx
 import msgspec
 
 from . import errors
+from ._config import client_headers, client_url
 from .dialects import PROBE_PATHS, Dialect, Endpoint, Plan, ServerInfo, detect, get_dialect
+from .errors import ConfigurationError
+from .params import env_api_key, env_base_url
 from .protocol import (
     ChatCompletion,
     Completion,
@@ -166,7 +169,7 @@ class ClientCore:
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | None,
         model: str | None,
         *,
         api_key: str | None = None,
@@ -179,13 +182,12 @@ class ClientCore:
         defaults: Mapping[str, Any] | None = None,
         max_reasks: int = 0,
     ) -> None:
+        base_url = env_base_url(base_url)
         if not base_url:
-            raise ValueError(
+            raise ConfigurationError(
                 "no base_url: pass Client(base_url=...) or set LMCLIENT_BASE_URL or OPENAI_BASE_URL"
             )
-        url = httpx.URL(base_url)
-        if url.scheme not in ("http", "https") or not url.host:
-            raise ValueError(f"base_url must be an http(s) URL, not {base_url!r}")
+        url = client_url(base_url)
         check_params(
             "Client",
             {
@@ -198,8 +200,11 @@ class ClientCore:
         self.defaults = dict(defaults or {})
         check_params("defaults", self.defaults, allow_n=False)
         if max_response_bytes < 1:
-            raise ValueError("max_response_bytes must be positive")
-        self.base_url = base_url.rstrip("/")
+            raise ConfigurationError("max_response_bytes must be positive")
+        hdrs = client_headers(
+            headers, api_key=env_api_key(api_key), api_key_given=bool(api_key), url=url
+        )
+        self.base_url = url.base_url
         self.root_url = self.base_url.removesuffix("/v1")  # where servers answer probes
         self.host = url.host
         self.model = model
@@ -210,10 +215,6 @@ class ClientCore:
         self.max_retries = max_retries
         self.max_reasks = max_reasks
         self.max_response_bytes = max_response_bytes
-        hdrs = {"accept": "application/json", "user-agent": "lmclient/0.1"}
-        hdrs.update({k.lower(): v for k, v in (headers or {}).items()})
-        if api_key:
-            hdrs["authorization"] = f"Bearer {api_key}"
         self._get_headers = list(hdrs.items())
         self._post_headers = [*self._get_headers, ("content-type", "application/json")]
 

@@ -15,6 +15,7 @@ The exception hierarchy. Every failure a caller can see is one of these:
     + TruncatedError             finish_reason == "length"
     + RefusalError               message.refusal or finish_reason == "content_filter"
   x UnsupportedConstraintError   the dialect cannot express the constraint (raised before sending)
+  x ConfigurationError           the client cannot be made as asked: URL, header, API key, limit
   x ProtocolError                the server's bytes are not the protocol (bad JSON/SSE, too big)
 
 Messages never contain the API key: lmclient never puts request headers into an exception.
@@ -30,6 +31,7 @@ __all__ = [
     "APITimeoutError",
     "AuthenticationError",
     "BadRequestError",
+    "ConfigurationError",
     "LMClientError",
     "NotFoundError",
     "PermissionDeniedError",
@@ -161,6 +163,12 @@ class RefusalError(ValidationError):
 
 class UnsupportedConstraintError(LMClientError, ValueError):
     """The server's dialect cannot express this output type; raised before anything is sent."""
+
+
+class ConfigurationError(LMClientError, ValueError):
+    """The client's configuration cannot be sent as given (a base URL that is not http(s), a
+    header or API key that would break or inject into the request head, a framing header that
+    lmclient sets itself); raised when the client is made, before any request."""
 
 
 class ProtocolError(LMClientError):

@@ -11,23 +11,30 @@ the same request head to the same server again and again, so the transports here
   ``bytes`` operations;
 * keep idle connections in a LIFO list per origin: O(1) to check out and to return, the most
   recently used connection first (the one least likely to have been closed by the server);
-  connections idle for `KEEPALIVE_EXPIRY` are dropped, and a pooled connection that turns out
-  closed before any byte of its response arrived is replaced by one fresh connection, once.
+  connections idle for `KEEPALIVE_EXPIRY` are dropped, a connection with anything to read while
+  idle (the server closed it, or wrote bytes nobody asked for) is never reused, and a pooled
+  connection that turns out closed before any byte of its response arrived is replaced by one
+  fresh connection, once. A server may answer before it has read the whole request (a 413, a
+  401) and close: a send broken that way still reads the answer, which is the call's result;
   Open connections are not capped (the caller bounds its concurrency, as `generate_many` does),
   idle ones are, at `MAX_IDLE_CONNECTIONS` per origin;
 * sync: a blocking socket; async: an `asyncio.Protocol` that parses in ``data_received`` and
   wakes the waiting task once per response (or per chunk while streaming), with a read-timeout
-  timer per connection that re-arms itself instead of one timer per read or per request;
+  timer per connection that re-arms itself instead of one timer per read or per request. Every
+  read is bounded: a whole response by ``max_bytes`` (counted after decoding), a stream by flow
+  control (reading pauses while `STREAM_HIGH_WATER` bytes wait for the reader) and the read
+  timeout, and the head by the parser;
 * TLS with httpx's own context (`httpx.create_ssl_context`: certifi, verification on,
   ``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured); no proxies; no redirects.
 
-Three cases go through httpx instead: a user's ``http_client`` (its public ``send()``, so their
-proxies, mounts and HTTP/2 apply), a server the environment puts behind a proxy
+Three cases go through httpx instead: a user's ``http_client`` (its public ``send()``, so
+their proxies, mounts and HTTP/2 apply), a server the environment puts behind a proxy
 (`lmclient._proxies`: an httpx transport with that proxy), and an active respx mock. respx's
 default mocker patches httpcore's connection pools, which lmclient's sockets never reach; so
 each request first checks, with one identity comparison, whether that entry point is still the
 original, and while it is not, sends through an httpx transport, which respx then intercepts as
-users expect.
+users expect. A compressed body is still inflated by `Limiter` there, piece by piece within
+``max_bytes``, and not by httpx, which inflates a whole chunk at once.
 
 Failures map to lmclient's errors: cannot connect, connection broken → `APIConnectionError`;
 timeouts and an expired deadline → `APITimeoutError`; bytes that are not HTTP, or a body larger
@@ -38,10 +45,11 @@ than ``max_bytes`` (refused on its declared length before reading, else while co
 from __future__ import annotations
 
 import math
+import select
 import socket
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import httpx
@@ -100,16 +108,14 @@ class Limiter:
         self.received = 0
         self.decoder: ContentDecoder | None = None
 
-    def head(
-        self, headers: Mapping[str, str], declared: int | None, *, decode: bool = True
-    ) -> None:
+    def head(self, headers: Mapping[str, str], declared: int | None) -> None:
         """Check the head: ``declared`` is the body's Content-Length, if any."""
         if declared is not None and declared > self.max_bytes:
             raise errors.ProtocolError(
                 f"response of {declared} bytes refused: larger than "
                 f"max_response_bytes={self.max_bytes}"
             )
-        if decode and "content-encoding" in headers:
+        if "content-encoding" in headers:
             self.decoder = content_decoder(headers)
 
     def take(self, piece: bytes) -> bytes:
@@ -324,6 +330,12 @@ def ssl_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
+# The codings `Limiter` decodes, piece by piece within max_bytes: httpx's own decoding inflates a
+# whole chunk at once (a compressed bomb grows far past the limit before it is counted), and a
+# user's client would otherwise also ask for brotli or zstd.
+_DECODABLE = ("accept-encoding", "gzip, deflate")
+
+
 def httpx_request(
     client: httpx.Client | httpx.AsyncClient | None, request: PreparedRequest, timeouts: Timeouts
 ) -> httpx.Request:
@@ -340,7 +352,7 @@ def httpx_request(
     return client.build_request(  # the user's client: its headers, proxies, mounts apply
         request.method,
         request.url,
-        headers=request.headers,
+        headers=[*request.headers, _DECODABLE],
         content=request.body,
         extensions=extensions,
     )
@@ -359,13 +371,14 @@ def httpx_error(exc: httpx.HTTPError) -> errors.APIConnectionError:
 class _SyncConnection:
     """A socket and what the pool needs to know about it."""
 
-    __slots__ = ("idle_since", "origin", "sock", "timeout")
+    __slots__ = ("idle_since", "origin", "readable", "sock", "timeout")
 
     def __init__(self, sock: socket.socket, origin: tuple[str, str, int], timeout: float) -> None:
         self.sock = sock
         self.origin = origin
         self.timeout = timeout
         self.idle_since = 0.0
+        self.readable = readability(sock)
 
     def set_timeout(self, timeout: float) -> None:
         if timeout != self.timeout:
@@ -379,10 +392,33 @@ class _SyncConnection:
             self.set_timeout(min(read_timeout, remaining(deadline_at, doing)))
 
     def usable(self, now: float) -> bool:
-        return now - self.idle_since < KEEPALIVE_EXPIRY
+        """Not expired, and nothing to read: an idle connection that has become readable was
+        closed by the server, or carries bytes nobody asked for (a stray response, a ``408``
+        written before closing), which would otherwise be read as the next request's answer
+        (httpcore checks the same before reuse; the async connection closes itself on them)."""
+        return now - self.idle_since < KEEPALIVE_EXPIRY and not self.readable()
 
     def close(self) -> None:
         self.sock.close()
+
+
+def readability(sock: socket.socket | Any) -> Callable[[], bool]:
+    """A check, without waiting, of whether ``sock`` (a socket, or asyncio's wrapper of one) has
+    anything to read (bytes or EOF); for an SSL socket, also bytes it has already decrypted."""
+    pending = getattr(sock, "pending", None)
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        poll = poller.poll
+        if pending is None:
+            return lambda: bool(poll(0))
+        return lambda: bool(pending() or poll(0))
+    fileno = sock.fileno()
+
+    def selected() -> bool:  # no poll() on Windows
+        return bool((pending is not None and pending()) or select.select([fileno], [], [], 0)[0])
+
+    return selected
 
 
 def _read_body(
@@ -548,8 +584,19 @@ class SyncTransport:
         doing = "sending the request"
         try:
             conn.set_timeout(timeouts.write)
-            conn.sock.sendall(payload)
-            doing = "waiting for the response"
+            try:
+                conn.sock.sendall(payload)
+            except OSError as exc:
+                if isinstance(exc, TimeoutError):
+                    raise
+                # A server may answer early (413, 401) and close before reading the whole
+                # body, which breaks the send: its answer is what the caller needs, so read it
+                # (httpcore does the same); with no answer, the send's error stands.
+                doing = f"sending the request ({type(exc).__name__}: {exc})"
+                sent = False
+            else:
+                doing = "waiting for the response"
+                sent = True
             conn.set_timeout(timeouts.read)
             recv = conn.sock.recv
             first = b""
@@ -563,6 +610,8 @@ class SyncTransport:
                         )
                     raise StaleConnection("the server closed the connection without answering")
                 first = parser.feed(data)
+            if not sent:
+                parser.keep_alive = False  # the server stopped reading the request mid-body
             limiter.head(parser.headers, parser.length)
         except BaseException as exc:
             self._pool.discard(conn)
@@ -616,12 +665,15 @@ class SyncTransport:
             response = self._httpx_open(request, timeouts)
             try:
                 limiter = Limiter(max_bytes, deadline_at)
-                limiter.head(response.headers, declared_length(response.headers), decode=False)
-                chunks = [limiter.take(chunk) for chunk in response.iter_bytes()]
+                limiter.head(response.headers, declared_length(response.headers))
+                chunks = [limiter.take(chunk) for chunk in response.iter_raw()]
+                chunks.append(limiter.finish())
             finally:
                 response.close()
         except httpx.HTTPError as exc:
             raise httpx_error(exc) from exc
+        except BadResponse as exc:
+            raise io_error(exc, "reading the response") from exc
         return RawResponse(response.status_code, response.headers, b"".join(chunks))
 
     def _httpx_stream(
@@ -639,11 +691,16 @@ class SyncTransport:
         def chunks() -> Iterator[bytes]:
             limiter = Limiter(max_bytes, deadline_at)
             try:
-                limiter.head(response.headers, declared_length(response.headers), decode=False)
-                for chunk in response.iter_bytes():
+                limiter.head(response.headers, declared_length(response.headers))
+                for chunk in response.iter_raw():
                     yield limiter.take(chunk)
+                tail = limiter.finish()
+                if tail:
+                    yield tail
             except httpx.HTTPError as exc:
                 raise httpx_error(exc) from exc
+            except BadResponse as exc:
+                raise io_error(exc, "reading the response") from exc
 
         return response, chunks()
 

@@ -1,4 +1,4 @@
-"""lmclient's own HTTP/1.1 transports: the sans-I/O parser, and both transports over real sockets.
+"""lmclient's own HTTP/1.1 transports over real sockets (the sans-I/O parser: test_http11.py).
 
 `ScriptedServer` answers each request on 127.0.0.1 with the next scripted reply (bytes, a close,
 or silence), and records what it received and how many connections it accepted, so each test can
@@ -16,10 +16,9 @@ import subprocess
 import sys
 import threading
 import time
-import zlib
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -28,19 +27,10 @@ import httpx
 import msgspec
 import pytest
 import respx
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import lmclient
 from lmclient import transports
 from lmclient._async_transport import AsyncTransport
-from lmclient._http11 import (
-    BadResponse,
-    ResponseParser,
-    content_decoder,
-    encode_head,
-    encode_request,
-)
 from lmclient.core import PreparedRequest, Timeouts
 from lmclient.testing import FakeLLM
 from lmclient.transports import PatchWatch, SyncTransport
@@ -61,231 +51,32 @@ def chunked(*parts: bytes, trailer: bytes = b"") -> bytes:
     return b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n" + body
 
 
-# -- the sans-I/O parser ----------------------------------------------------------------------
-
-
-def parse(data: bytes, pieces: int = 1) -> tuple[ResponseParser, bytes]:
-    parser = ResponseParser()
-    size = max(1, len(data) // pieces)
-    body = b"".join(parser.feed(data[i : i + size]) for i in range(0, len(data), size))
-    return parser, body
-
-
-def test_request_bytes_head_is_encoded_once_and_framed_per_body() -> None:
-    head = encode_head("POST", b"/v1/chat/completions", b"127.0.0.1:8000", HEADERS)
-    assert head == (
-        b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1:8000\r\n"
-        b"accept: application/json\r\ncontent-type: application/json\r\n"
-    )
-    assert encode_request(head, b"{}") == head + b"content-length: 2\r\n\r\n{}"
-    assert encode_request(head, None) == head + b"\r\n"
-
-
-def test_request_head_lets_host_be_overridden_and_keeps_framing_to_itself() -> None:
-    head = encode_head(
-        "GET", b"/v1/models", b"a:1", [("Host", "b"), ("content-length", "9"), ("x", "1")]
-    )
-    assert head == b"GET /v1/models HTTP/1.1\r\nhost: b\r\nx: 1\r\n"
-
-
-@pytest.mark.parametrize(
-    "header", [("x", "a\r\nevil: 1"), ("x", "a\nb"), ("x", "nul\x00"), ("bad name", "v"), ("", "v")]
-)
-def test_request_head_refuses_header_injection(header: tuple[str, str]) -> None:
-    with pytest.raises(ValueError, match="invalid HTTP header"):
-        encode_head("GET", b"/", b"h", [header])
-
-
-@pytest.mark.parametrize("pieces", [1, 3, 1000])
-def test_content_length_body_in_any_pieces(pieces: int) -> None:
-    parser, body = parse(ok(b"x" * 100, "Server: t", "X-Dup: a", "x-dup: b"), pieces)
-    assert (parser.complete, parser.status, body, parser.keep_alive) == (
-        True,
-        200,
-        b"x" * 100,
-        True,
-    )
-    assert parser.headers == {"content-length": "100", "server": "t", "x-dup": "a, b"}
-
-
-@pytest.mark.parametrize("pieces", [1, 7, 1000])
-def test_chunked_body_with_extensions_and_trailers(pieces: int) -> None:
-    data = chunked(b"hello ", b"world", trailer=b"x-trailer: 1\r\n")
-    data = data.replace(b"6\r\n", b"6 ;ext=1\r\n", 1).replace(b"5\r\n", b"5 \r\n", 1)
-    parser, body = parse(data, pieces)
-    assert (parser.complete, body, parser.keep_alive) == (True, b"hello world", True)
-
-
-def test_body_until_close_completes_at_eof_and_is_not_reusable() -> None:
-    parser, body = parse(b"HTTP/1.1 200 OK\r\n\r\nsome bytes")
-    assert (parser.complete, body, parser.keep_alive) == (False, b"some bytes", False)
-    assert parser.feed(b" more") == b" more"
-    assert parser.feed_eof() and parser.complete
-
-
-def test_eof_inside_a_sized_body_is_incomplete() -> None:
-    parser, _ = parse(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc")
-    assert not parser.feed_eof() and not parser.complete
-
-
-@pytest.mark.parametrize("status", [204, 304])
-def test_bodyless_statuses(status: int) -> None:
-    parser, body = parse(b"HTTP/1.1 %d X\r\ncontent-length: 5\r\n\r\n" % status)
-    assert (parser.complete, body, parser.keep_alive) == (True, b"", True)
-
-
-def test_interim_responses_are_skipped() -> None:
-    parser, body = parse(
-        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early\r\nlink: x\r\n\r\n" + ok()
-    )
-    assert (parser.status, body) == (200, b'{"ok":true}')
-    assert "link" not in (parser.headers or {})
-
-
-def test_switching_protocols_is_refused() -> None:
-    with pytest.raises(BadResponse, match="switched protocols"):
-        parse(b"HTTP/1.1 101 Switching\r\nupgrade: h2c\r\n\r\n")
-
-
-@pytest.mark.parametrize(
-    ("head", "keep_alive"),
-    [
-        (b"HTTP/1.1 200 OK\r\nconnection: close\r\n", False),
-        (b"HTTP/1.1 200 OK\r\nConnection: Keep-Alive, Close\r\n", False),
-        (b"HTTP/1.0 200 OK\r\n", False),
-        (b"HTTP/1.0 200 OK\r\nconnection: keep-alive\r\n", True),
-        (b"HTTP/1.1 200 OK\r\n", True),
-    ],
-)
-def test_keep_alive_rules(head: bytes, keep_alive: bool) -> None:
-    parser, _ = parse(head + b"content-length: 0\r\n\r\n")
-    assert parser.complete and parser.keep_alive is keep_alive
-
-
-def test_transfer_encoding_wins_over_content_length_and_forbids_reuse() -> None:
-    data = chunked(b"abc").replace(b"chunked\r\n", b"chunked\r\ncontent-length: 99\r\n")
-    parser, body = parse(data)
-    assert (parser.complete, body, parser.keep_alive) == (True, b"abc", False)
-
-
-def test_bytes_after_the_response_make_the_connection_unusable() -> None:
-    parser, body = parse(ok(b"ab") + b"HTTP/1.1 200 OK\r\n")
-    assert (parser.complete, body, parser.keep_alive) == (True, b"ab", False)
-    parser, body = parse(chunked(b"ab") + b"junk")
-    assert (parser.complete, body, parser.keep_alive) == (True, b"ab", False)
-
-
-@pytest.mark.parametrize(
-    "data",
-    [
-        b"HTTP/2 200 OK\r\n\r\n",
-        b"HTTP/1.1 2000 OK\r\n\r\n",
-        b"HTTP/1.1 abc OK\r\n\r\n",
-        b"HTTP/1.1 \xb2\xb2\xb2 OK\r\n\r\n",
-        b"HTTP/1.1 200 OK\r\nno colon\r\n\r\n",
-        b"HTTP/1.1 200 OK\r\n folded: x\r\n\r\n",
-        b"HTTP/1.1 200 OK\r\ncontent-length: -1\r\n\r\n",
-        b"HTTP/1.1 200 OK\r\ncontent-length: 1, 2\r\n\r\n",
-        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n",
-        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n0x1\r\n",
-        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n1\r\nabc\r\n",
-    ],
-)
-def test_malformed_responses(data: bytes) -> None:
-    with pytest.raises(BadResponse):
-        parse(data)
-
-
-def test_equal_repeated_content_lengths_are_one() -> None:
-    parser, body = parse(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 2\r\n\r\nab")
-    assert (parser.complete, body) == (True, b"ab")
-
-
-def test_oversized_head_and_chunk_line_are_refused() -> None:
-    with pytest.raises(BadResponse, match="head larger"):
-        parse(b"HTTP/1.1 200 OK\r\nx: " + b"a" * 70000)
-    with pytest.raises(BadResponse, match="line too long"):
-        parse(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n" + b"1" * 5000)
-
-
-def test_started_says_whether_any_response_byte_arrived() -> None:
-    parser = ResponseParser()
-    assert not parser.started
-    parser.feed(b"H")
-    assert parser.started
-
-
-@st.composite
-def responses(draw: st.DrawFn) -> tuple[bytes, bytes, list[int]]:
-    body = draw(st.binary(max_size=300))
-    if draw(st.booleans()):
-        data = ok(body)
-    else:
-        sizes = draw(st.lists(st.integers(1, 50), max_size=20))
-        parts, at = [], 0
-        for size in [*sizes, len(body)]:
-            if at < len(body):
-                parts.append(body[at : at + size])
-                at += size
-        data = chunked(*parts)
-    cuts = sorted(draw(st.lists(st.integers(0, len(data)), max_size=10)))
-    return data, body, cuts
-
-
-@given(responses())
-@settings(max_examples=300, deadline=None)
-def test_any_framing_fed_in_any_pieces_gives_the_body(case: tuple[bytes, bytes, list[int]]) -> None:
-    data, body, cuts = case
-    parser = ResponseParser()
-    got = b""
-    for start, end in zip([0, *cuts], [*cuts, len(data)], strict=True):
-        got += parser.feed(data[start:end])
-    assert parser.complete and got == body and parser.keep_alive
-
-
-@pytest.mark.parametrize(
-    ("coding", "compress"),
-    [
-        ("gzip", gzip.compress),
-        ("deflate", zlib.compress),
-        ("deflate", lambda b: zlib.compress(b)[2:-4]),  # raw deflate, as some servers send
-    ],
-)
-def test_content_codings_are_decoded(coding: str, compress: Any) -> None:
-    data = b'{"ok": true}' * 100
-    decoder = content_decoder({"content-encoding": coding})
-    assert decoder is not None
-    packed = compress(data)
-    out = b"".join(decoder.decode(packed[i : i + 7], LIMIT) for i in range(0, len(packed), 7))
-    assert out + decoder.flush() == data
-    assert content_decoder({"content-encoding": "identity"}) is None
-    with pytest.raises(BadResponse, match="unsupported content-encoding"):
-        content_decoder({"content-encoding": "br"})
-
-
-def test_a_cut_or_corrupt_compressed_body_is_refused() -> None:
-    cut = content_decoder({"content-encoding": "gzip"})
-    assert cut is not None
-    cut.decode(gzip.compress(b"x" * 1000)[:-8], LIMIT)
-    with pytest.raises(BadResponse, match="ended early"):
-        cut.flush()
-    corrupt = content_decoder({"content-encoding": "gzip"})
-    assert corrupt is not None
-    with pytest.raises(BadResponse, match="undecodable"):
-        corrupt.decode(b"not gzip at all", LIMIT)
-
-
 # -- a scripted loopback server ----------------------------------------------------------------
+
+
+@dataclass
+class Idle:
+    """Bytes the server writes to a connection after its answer, once ``go`` is set (the client
+    has read the answer, so the connection sits idle in its pool); ``sent`` is set after them."""
+
+    data: bytes
+    close: bool = False
+    go: threading.Event = field(default_factory=threading.Event)
+    sent: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass
 class Reply:
     """What the server does with one request: send ``data``; then close, or keep the connection;
-    ``silent`` sends nothing and leaves the connection open (for timeouts)."""
+    ``silent`` sends nothing and leaves the connection open (for timeouts); ``early`` answers as
+    soon as the head has arrived and closes without reading the body (a 413 or 401 as servers
+    send them); ``idle`` writes more later."""
 
     data: bytes = b""
     close: bool = False
     silent: bool = False
+    early: bool = False
+    idle: Idle | None = None
 
 
 class ScriptedServer:
@@ -340,6 +131,16 @@ class ScriptedServer:
                     name, _, value = line.partition(b":")
                     if name.strip().lower() == b"content-length":
                         length = int(value)
+                with self.received:
+                    reply = self.replies[0] if self.replies else Reply(ok())
+                if reply.early:
+                    with self.received:
+                        self.replies.popleft()
+                        self.requests.append(head + b"\r\n\r\n")
+                        self.received.notify_all()
+                    sock.sendall(reply.data)
+                    sock.close()
+                    return
                 while len(buf) < length:
                     data = sock.recv(1 << 20)
                     if not data:
@@ -353,6 +154,13 @@ class ScriptedServer:
                 if reply.silent:
                     continue
                 sock.sendall(reply.data)
+                if reply.idle is not None:
+                    assert reply.idle.go.wait(10)
+                    sock.sendall(reply.idle.data)
+                    reply.idle.sent.set()
+                    if reply.idle.close:
+                        sock.close()
+                        return
                 if reply.close:
                     sock.close()
                     return

@@ -1,0 +1,124 @@
+"""What a client is configured with, checked once when it is made: the base URL, the headers and
+the API key. Every request a client sends carries them, so a value that would break the request
+head fails here, as one `ConfigurationError`, instead of at the first call (or, on httpx's paths,
+as httpx's or h11's own exception).
+
+The rules, and why:
+
+* The base URL is an ``http`` or ``https`` URL with a host and no query or fragment: lmclient
+  appends ``/chat/completions`` and the like to it, which a query or fragment would swallow.
+* Credentials in the URL (``http://user:pass@host/v1``) become ``Authorization: Basic`` as httpx
+  sends them, and are removed from the URL that lmclient keeps, logs and shows. Given with an
+  ``api_key`` argument as well, they are refused (which one was meant?); an API key from the
+  environment gives way to them.
+* A header name is an RFC 9110 token; a value holds no control character but horizontal tab
+  (CR or LF would end the line and let the value inject headers or a whole request, NUL is
+  refused by every HTTP/1.1 parser) and only Latin-1 characters (what an HTTP/1.1 head can carry
+  byte for byte). The API key obeys the same rule, and no message quotes it.
+* The headers that frame a message or manage its connection (``Host``, ``Content-Length``,
+  ``Transfer-Encoding``, ``Connection`` and the other hop-by-hop ones) are lmclient's to set: one
+  from the user would disagree with the body actually sent, or with the connection's reuse, and
+  httpx and lmclient's own transport would each handle it differently.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Mapping
+
+import httpx
+
+from .errors import ConfigurationError
+
+__all__ = ["ClientURL", "client_headers", "client_url"]
+
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_BAD_VALUE = re.compile(r"[^\t\x20-\x7e\x80-\xff]")
+_LMCLIENT_SETS = frozenset(
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "upgrade",
+    }
+)
+
+
+class ClientURL:
+    """A checked base URL: without credentials, and the ``Authorization`` value they make."""
+
+    __slots__ = ("authorization", "base_url", "host")
+
+    def __init__(self, base_url: str, host: str, authorization: str | None) -> None:
+        self.base_url = base_url
+        self.host = host
+        self.authorization = authorization
+
+
+def client_url(base_url: str) -> ClientURL:
+    """Check ``base_url`` and take its credentials out of it (see the module's rules)."""
+    try:
+        url = httpx.URL(base_url)
+    except httpx.InvalidURL as exc:
+        raise ConfigurationError(f"base_url is not a valid URL: {exc}") from None
+    authorization = None
+    if url.userinfo:
+        credentials = f"{url.username}:{url.password}".encode()
+        authorization = "Basic " + base64.b64encode(credentials).decode("ascii")
+        url = url.copy_with(username=None, password=None)
+    shown = str(url)  # without the credentials
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ConfigurationError(f"base_url must be an http(s) URL with a host, not {shown!r}")
+    if url.query or url.fragment:
+        raise ConfigurationError(
+            f"base_url must have no query or fragment (lmclient appends paths to it): {shown!r}"
+        )
+    return ClientURL(shown.rstrip("/"), url.host, authorization)
+
+
+def client_headers(
+    headers: Mapping[str, str] | None,
+    *,
+    api_key: str | None,
+    api_key_given: bool,
+    url: ClientURL,
+) -> dict[str, str]:
+    """The checked headers every request of the client carries (lower-cased names), with its
+    credentials: ``api_key`` (``api_key_given`` when the caller passed it rather than the
+    environment) or those of the URL."""
+    out = {"accept": "application/json", "user-agent": "lmclient/0.1"}
+    for name, value in (headers or {}).items():
+        if not isinstance(name, str) or not _TOKEN.fullmatch(name):
+            raise ConfigurationError(f"header name {name!r} is not an HTTP token")
+        key = name.lower()
+        if key in _LMCLIENT_SETS:
+            raise ConfigurationError(
+                f"header {name!r} is set by lmclient (it frames the request or manages the "
+                "connection); leave it out of headers="
+            )
+        if not isinstance(value, str) or _BAD_VALUE.search(value):
+            raise ConfigurationError(
+                f"the value of header {name!r} must be a str of Latin-1 characters without "
+                "control characters (CR, LF and NUL would break the request head)"
+            )
+        out[key] = value
+    if url.authorization is not None:
+        if api_key and api_key_given:
+            raise ConfigurationError(
+                "base_url carries credentials and api_key= was given too: pass only one"
+            )
+        out["authorization"] = url.authorization
+    elif api_key:
+        if _BAD_VALUE.search(api_key):
+            raise ConfigurationError(
+                "api_key holds a character that cannot go in an HTTP header (a control "
+                "character such as CR, LF or NUL, or one outside Latin-1)"
+            )
+        out["authorization"] = f"Bearer {api_key}"
+    return out
