@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint demo bench clean stacks
+.PHONY: install test check lint demo bench clean stacks
 
 install: $(STAMP)
 
@@ -18,10 +18,20 @@ $(STAMP): pyproject.toml
 # ~/.cache/lmclient, with progress shown here rather than inside pytest's captured output.
 # Then the unit suite again on every other Python that requires-python claims and this machine
 # has (pyenv's, or PYTHONS="..."), one line each (scripts/pythons.py).
+# Coverage starts before pytest, so what the pytest11 plugin imports counts too, and follows
+# the Python subprocesses (the console script); `fail_under` in pyproject.toml is its floor.
 test: install stacks
 	$(BIN)/python scripts/llamacpp.py install
-	$(BIN)/python -m pytest
+	$(BIN)/coverage erase
+	$(BIN)/coverage run -m pytest
+	$(BIN)/coverage combine --quiet
+	$(BIN)/coverage report
 	$(BIN)/python scripts/pythons.py
+
+# The fast unit tests only, for the edit-test loop (under a minute on 2 cores): not the tests
+# marked slow, the real HTTP stacks or llama.cpp. `make test` and CI still run everything.
+check: install
+	$(BIN)/python -m pytest -q -m "not slow" --ignore=tests/e2e --ignore=tests/stacks
 
 # nginx and haproxy for tests/stacks (reverse proxies in front of a real uvicorn), from Debian's
 # packages when apt-get exists and we are root; otherwise those stacks report themselves skipped.
@@ -37,7 +47,8 @@ stacks:
 lint: install
 	$(BIN)/ruff check lmclient tests benchmarks examples scripts
 	$(BIN)/ruff format --check lmclient tests benchmarks examples scripts
-	$(BIN)/mypy --strict lmclient
+	$(BIN)/mypy --strict lmclient tests
+	$(BIN)/python scripts/twins.py
 
 demo: install
 	$(BIN)/python examples/demo.py
@@ -49,4 +60,4 @@ bench: install
 	$(BIN)/python benchmarks/items_linear.py
 
 clean:
-	rm -rf $(VENV) .venv-3.* .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-3.* .pytest_cache .mypy_cache .ruff_cache .coverage .coverage.*

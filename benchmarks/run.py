@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/run.py            # or: make bench
     .venv/bin/python benchmarks/run.py --quick    # a smoke run: few rounds, numbers are noise
-    .venv/bin/python benchmarks/run.py --readme README.md   # also write the report there
+    .venv/bin/python benchmarks/run.py --docs docs/performance.md   # also write the report there
 
 Starts `server.py` in its own process (so this process's CPU time is the clients' alone), runs
 every group of scenarios (`scenarios.py`) in interleaved rounds after a warm-up, A B C A B C ...,
@@ -143,14 +143,15 @@ class ServerCapacity:
 
 def measure_server(port: int, n: int) -> ServerCapacity:
     """The server's own speed, with the least a client can do: one raw socket, sequential."""
-    client = RawClient(port, "/small/v1/chat/completions", request_body({}))
+    client = RawClient(port, "/small/v1/chat/completions")
+    body = request_body({})
     try:
         for _ in range(100):
-            client.fetch()
+            client.fetch(body)
         requests0, cpu0 = server_stats(port)
         start = time.perf_counter()
         for _ in range(n):
-            client.fetch()
+            client.fetch(body)
         wall = time.perf_counter() - start
         requests1, cpu1 = server_stats(port)
     finally:
@@ -387,7 +388,7 @@ def machine() -> str:
     except OSError:
         pass
     versions = ", ".join(
-        f"{p} {metadata.version(p)}" for p in ("httpx", "msgspec", "openai", "pydantic")
+        f"{p} {metadata.version(p)}" for p in ("aiohttp", "httpx", "msgspec", "openai", "pydantic")
     )
     return (
         f"{os.cpu_count()} CPUs ({cpu}), {platform.system()} {platform.release()}, "
@@ -415,8 +416,8 @@ def run(plan: Plan, command: str) -> str:
             warmup=max(3, plan.warmup // 10),
         )
         close_all(stream_s, loop)
-        large = RawClient(port, "/large/v1/chat/completions", request_body({}))
-        large_body = large.fetch()
+        large = RawClient(port, "/large/v1/chat/completions")
+        large_body = large.fetch(request_body({}))
         large.close()
         decode = interleaved(
             decode_scenarios(large_body),
@@ -425,7 +426,7 @@ def run(plan: Plan, command: str) -> str:
             per_round=plan.decode_per_round,
             warmup=plan.warmup,
         )
-        through_s = throughput_scenarios(port)
+        through_s = throughput_scenarios(port, plan.concurrency)
         through = throughput(through_s, loop, port, plan)
         close_all(through_s, loop)
     loop.close()
@@ -453,8 +454,28 @@ def report(
 
     lm_import = statistics.median(import_times["import lmclient"])
     oa_import = statistics.median(import_times["import openai"])
-    lm_sync = cpu(small, "lmclient Client")
+    lm_sync, floor = cpu(small, "lmclient Client"), cpu(small, "raw socket")
+    lm_stream, floor_stream = cpu(stream, "lmclient"), cpu(stream, "raw socket")
     targets = [
+        Target("sync small call: lmclient ÷ raw socket floor (CPU)", lm_sync / floor, 1.5, True),
+        Target(
+            f"async, concurrency {plan.concurrency}: lmclient ÷ raw asyncio floor (req/s)",
+            rps("lmclient") / rps("raw asyncio"),
+            0.6,
+            False,
+        ),
+        Target(
+            f"async, concurrency {plan.concurrency}: lmclient ÷ aiohttp (req/s)",
+            rps("lmclient") / rps("aiohttp"),
+            1,
+            False,
+        ),
+        Target(
+            f"stream of {plan.stream_chunks} chunks: (lmclient - raw floor) CPU µs per chunk",
+            (lm_stream - floor_stream) / plan.stream_chunks,
+            3,
+            True,
+        ),
         Target(
             "sync small call: lmclient ÷ httpx transport direct (CPU)",
             lm_sync / cpu(small, "httpx transport"),
@@ -481,7 +502,7 @@ def report(
         ),
         Target(
             f"stream of {plan.stream_chunks} chunks: lmclient ÷ openai (CPU)",
-            cpu(stream, "lmclient") / cpu(stream, "openai"),
+            lm_stream / cpu(stream, "openai"),
             0.2,
             True,
         ),
@@ -560,14 +581,20 @@ def update_readme(path: Path, report_text: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description="lmclient next to its peers, one run.")
     parser.add_argument("--quick", action="store_true", help="a smoke run: numbers are noise")
-    parser.add_argument("--readme", type=Path, help="also write the report into this README")
+    parser.add_argument(
+        "--docs",
+        type=Path,
+        default=None,
+        help="also write the report into this page, between its bench markers "
+        "(docs/performance.md)",
+    )
     args = parser.parse_args()
     plan = Plan.quick() if args.quick else Plan()
     command = "make bench" if os.environ.get("MAKELEVEL") else " ".join(["python", *sys.argv])
     text = run(plan, command)
     print(text)
-    if args.readme is not None:
-        update_readme(args.readme, text)
+    if args.docs is not None:
+        update_readme(args.docs, text)
 
 
 if __name__ == "__main__":

@@ -8,11 +8,15 @@ warm), as a service keeps them.
 
 from __future__ import annotations
 
+import asyncio
 import socket
+import struct
+import sys
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import httpx
 import msgspec
 import openai
@@ -22,7 +26,6 @@ import lmclient
 from lmclient import core
 
 PROMPT = "Invent a person."
-MESSAGES = [{"role": "user", "content": PROMPT}]
 MODEL = "bench-model"
 
 
@@ -100,13 +103,18 @@ RECORDS_SCHEMA = msgspec.json.schema(list[Record])
 JSON_HEADERS = {"content-type": "application/json"}
 
 
-def request_body(schema: dict[str, Any], *, stream: bool = False) -> bytes:
-    """What the hand-written clients send: the fields lmclient sends for vLLM."""
-    body: dict[str, Any] = {"model": MODEL, "messages": MESSAGES}
+_encode = msgspec.json.Encoder().encode
+
+
+def request_body(schema: dict[str, Any], prompt: str = PROMPT, *, stream: bool = False) -> bytes:
+    """What the hand-written clients send, the fields lmclient sends for vLLM; encoded on every
+    call, as a real client must (the prompt varies from call to call)."""
+    body: dict[str, Any] = {"model": MODEL, "messages": [{"role": "user", "content": prompt}]}
     if stream:
-        body |= {"stream": True, "stream_options": {"include_usage": True}}
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
     body["structured_outputs"] = {"json": schema}
-    return msgspec.json.encode(body)
+    return _encode(body)
 
 
 @dataclass
@@ -119,34 +127,201 @@ class Scenario:
     close: Callable[[], Any] | None = None
 
 
-# -- raw socket floor -----------------------------------------------------------------------------
+# -- the raw floors ------------------------------------------------------------------------------
+#
+# What any correct client must do per call, and nothing more: encode the request body (the prompt
+# varies from call to call, so it cannot be prebuilt), frame it with its Content-Length, check the
+# status, frame the response (by its Content-Length; a stream by its chunk sizes), decode the body
+# with msgspec into the few fields a hand-written client reads, and the content into the output
+# type. No general HTTP parsing: these clients know what this server sends (lower-case header
+# names, one SSE event per `data:` line, no trailers), which a real client cannot assume; so a
+# real client can only come close to them, never under them. benchmarks/README.md says exactly
+# what each one does.
+
+
+def _request_head(port: int, path: str) -> bytes:
+    """The request line and headers up to the Content-Length value: fixed per client."""
+    return (
+        f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n"
+        "content-type: application/json\r\ncontent-length: "
+    ).encode()
+
+
+def _frame(head: bytes, body: bytes) -> bytes:
+    return b"%s%d\r\n\r\n%s" % (head, len(body), body)
+
+
+def _sized_body(data: bytes) -> tuple[int, int] | None:
+    """(body start, body end) of a response framed by its Content-Length, once its head is in
+    ``data``; None before. Only a 200 is an answer here."""
+    end = data.find(b"\r\n\r\n")
+    if end < 0:
+        return None
+    if not data.startswith(b"HTTP/1.1 200 "):
+        raise RuntimeError(f"unexpected response {data[:40]!r}")
+    at = data.find(b"content-length: ", 0, end)
+    return end + 4, end + 4 + int(data[at + 16 : data.find(b"\r\n", at)])
 
 
 class RawClient:
-    """The floor: one persistent socket, the request bytes prebuilt, the response framed by its
-    Content-Length with no general HTTP parsing, then the same msgspec decoding as by hand."""
+    """The sync floor: one persistent blocking socket; the response framed by its Content-Length
+    (no general HTTP parsing).
 
-    def __init__(self, port: int, path: str, body: bytes) -> None:
-        self.request = (
-            f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n"
-            f"content-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
-        ).encode() + body
+    A correct client must not wait forever for a server: the kernel's send and receive timeouts
+    bound every ``send``/``recv`` here, set once. (Python's own ``settimeout`` would poll before
+    every send and receive, two more system calls per call.)"""
+
+    def __init__(self, port: int, path: str, timeout: int = 600) -> None:
+        self.head = _request_head(port, path)
         self.sock = socket.create_connection(("127.0.0.1", port))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if sys.platform != "win32":
+            limit = struct.pack("@ll", timeout, 0)  # struct timeval
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, limit)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, limit)
 
-    def fetch(self) -> bytes:
-        self.sock.sendall(self.request)
-        data = self.sock.recv(262144)
+    def fetch(self, body: bytes) -> bytes:
+        """Send one request, return its response body."""
+        recv = self.sock.recv
+        self.sock.sendall(_frame(self.head, body))
+        data = recv(65536)
+        while (framing := _sized_body(data)) is None:
+            data += recv(65536)
+        start, stop = framing
+        while len(data) < stop:
+            data += recv(65536)
+        return data[start:stop]
+
+    def stream_content(self, body: bytes) -> str:
+        """Send one streaming request; read the chunked SSE response to its end, de-chunking it
+        and splitting events as they arrive, and return the joined content of its deltas."""
+        recv = self.sock.recv
+        self.sock.sendall(_frame(self.head, body))
+        data = recv(65536)
         while (end := data.find(b"\r\n\r\n")) < 0:
-            data += self.sock.recv(262144)
-        at = data.find(b"content-length: ")
-        total = end + 4 + int(data[at + 16 : data.find(b"\r\n", at)])
-        while len(data) < total:
-            data += self.sock.recv(262144)
-        return data[end + 4 : total]
+            data += recv(65536)
+        if not data.startswith(b"HTTP/1.1 200 "):
+            raise RuntimeError(f"unexpected response {data[:40]!r}")
+        pos = end + 4  # the next chunk-size line in data
+        events = b""  # de-chunked bytes not yet split into events
+        parts: list[str] = []
+        ended = False
+        while True:
+            pieces = []
+            while (eol := data.find(b"\r\n", pos)) >= 0:
+                size = int(data[pos:eol], 16)
+                stop = eol + 2 + size
+                if len(data) < stop + 2:
+                    break
+                if size == 0:  # the last chunk (no trailers here): the response has ended
+                    ended = True
+                    break
+                pieces.append(data[eol + 2 : stop])
+                pos = stop + 2
+            events += b"".join(pieces)
+            cut = events.rfind(b"\n\n")
+            if cut >= 0:
+                for event in events[:cut].split(b"\n\n"):
+                    if event.startswith(b"data: ") and event != b"data: [DONE]":
+                        parts += [
+                            choice.delta.content
+                            for choice in _chunk.decode(event[6:]).choices
+                            if choice.delta.content
+                        ]
+                events = events[cut + 2 :]
+            if ended:
+                return "".join(parts)
+            data = data[pos:] + recv(65536)
+            pos = 0
 
     def close(self) -> None:
         self.sock.close()
+
+
+class _RawProtocol(asyncio.Protocol):
+    """One connection of the async floor: frames each response by its Content-Length in
+    `data_received` and hands it to the waiting task."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.waiter: asyncio.Future[bytes] | None = None
+        self.buffer = b""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self.buffer + data if self.buffer else data
+        framing = _sized_body(buffer)
+        if framing is None or len(buffer) < framing[1]:
+            self.buffer = buffer
+            return
+        self.buffer = b""
+        assert self.waiter is not None
+        self.waiter.set_result(buffer[framing[0] : framing[1]])
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(ConnectionError("closed"))
+
+
+class RawAsyncClient:
+    """The async floor: `asyncio.Protocol` connections, kept in a LIFO list and opened as the
+    concurrency needs them (so, persistent, one per concurrent task)."""
+
+    def __init__(self, port: int, path: str) -> None:
+        self.port = port
+        self.head = _request_head(port, path)
+        self.idle: list[_RawProtocol] = []
+        self.all: list[_RawProtocol] = []
+
+    async def fetch(self, body: bytes) -> bytes:
+        """Send one request, return its response body."""
+        loop = asyncio.get_running_loop()
+        if self.idle:
+            conn = self.idle.pop()
+        else:
+            _, conn = await loop.create_connection(_RawProtocol, "127.0.0.1", self.port)
+            self.all.append(conn)
+        assert conn.transport is not None
+        conn.waiter = loop.create_future()
+        conn.transport.write(_frame(self.head, body))
+        data = await conn.waiter
+        conn.waiter = None
+        self.idle.append(conn)
+        return data
+
+    def close(self) -> None:
+        for conn in self.all:
+            if conn.transport is not None:
+                conn.transport.close()
+        self.all.clear()
+        self.idle.clear()
+
+
+class AiohttpClient:
+    """aiohttp's `ClientSession`, created once on first use (it binds to the running loop), with
+    a connector sized for the benchmark's concurrency."""
+
+    def __init__(self, url: str, limit: int = 64) -> None:
+        self.url = url
+        self.limit = limit
+        self.session: aiohttp.ClientSession | None = None
+
+    async def post(self, body: bytes) -> bytes:
+        session = self.session
+        if session is None:
+            connector = aiohttp.TCPConnector(limit=self.limit)
+            session = self.session = aiohttp.ClientSession(connector=connector)
+        async with session.post(self.url, data=body, headers=JSON_HEADERS) as response:
+            if response.status != 200:
+                raise RuntimeError(f"unexpected status {response.status}")
+            return await response.read()
+
+    async def close(self) -> None:
+        if self.session is not None:
+            await self.session.close()
 
 
 def _sse_data(lines: Iterator[str]) -> Iterator[str]:
@@ -171,10 +346,10 @@ def small_call_scenarios(port: int) -> list[Scenario]:
     base = f"http://127.0.0.1:{port}/small/v1"
     url = base + "/chat/completions"
 
-    raw = RawClient(port, "/small/v1/chat/completions", request_body(PERSON_SCHEMA))
+    raw = RawClient(port, "/small/v1/chat/completions")
 
     def raw_floor() -> Person:
-        return _person_from_completion(raw.fetch())
+        return _person_from_completion(raw.fetch(request_body(PERSON_SCHEMA)))
 
     hx = httpx.Client()
 
@@ -228,12 +403,18 @@ def small_call_scenarios(port: int) -> list[Scenario]:
     async def lmclient_async() -> Person:
         return await alm.generate(PROMPT, Person)
 
+    aio = AiohttpClient(url)
+
+    async def aiohttp_post() -> Person:
+        return _person_from_completion(await aio.post(request_body(PERSON_SCHEMA)))
+
     return [
         Scenario("raw socket + msgspec (floor)", raw_floor, close=raw.close),
         Scenario("httpx.Client.post + msgspec", httpx_client, close=hx.close),
         Scenario("httpx transport direct + msgspec", httpx_transport, close=transport.close),
         Scenario("openai create + pydantic", openai_create, close=oai.close),
         Scenario("openai parse", openai_parse),
+        Scenario("aiohttp ClientSession.post + msgspec", acall=aiohttp_post, close=aio.close),
         Scenario("lmclient Client.generate", lmclient_sync, close=lm.close),
         Scenario("lmclient AsyncClient.generate", acall=lmclient_async, close=alm.aclose),
     ]
@@ -245,6 +426,11 @@ def small_call_scenarios(port: int) -> list[Scenario]:
 def stream_scenarios(port: int, chunks: int) -> list[Scenario]:
     base = f"http://127.0.0.1:{port}/sse{chunks}/v1"
     url = base + "/chat/completions"
+
+    raw = RawClient(port, f"/sse{chunks}/v1/chat/completions")
+
+    def raw_stream() -> list[Record]:
+        return _records.decode(raw.stream_content(request_body(RECORDS_SCHEMA, stream=True)))
 
     lm = lmclient.Client(base, model=MODEL, dialect="vllm")
 
@@ -279,6 +465,7 @@ def stream_scenarios(port: int, chunks: int) -> list[Scenario]:
         return _records.decode("".join(parts))
 
     return [
+        Scenario("raw socket + msgspec (floor)", raw_stream, close=raw.close),
         Scenario("httpx.Client.stream + iter_lines + msgspec", httpx_stream, close=hx.close),
         Scenario("openai create(stream=True) + pydantic", openai_stream, close=oai.close),
         Scenario("lmclient Client.stream(...).value", lmclient_stream, close=lm.close),
@@ -314,16 +501,26 @@ def decode_scenarios(large_body: bytes) -> list[Scenario]:
 # -- async throughput: many calls at a fixed concurrency ------------------------------------------
 
 
-def throughput_scenarios(port: int) -> list[Scenario]:
+def throughput_scenarios(port: int, concurrency: int) -> list[Scenario]:
     """Async one-call functions; the harness runs many at a fixed concurrency. The clients are
     created here, outside a running loop, and bind to the loop on first use."""
     base = f"http://127.0.0.1:{port}/small/v1"
     url = base + "/chat/completions"
 
+    raw = RawAsyncClient(port, "/small/v1/chat/completions")
+
+    async def raw_async() -> Person:
+        return _person_from_completion(await raw.fetch(request_body(PERSON_SCHEMA)))
+
     alm = lmclient.AsyncClient(base, model=MODEL, dialect="vllm")
 
     async def lmclient_async() -> Person:
         return await alm.generate(PROMPT, Person)
+
+    aio = AiohttpClient(url, limit=concurrency)
+
+    async def aiohttp_post() -> Person:
+        return _person_from_completion(await aio.post(request_body(PERSON_SCHEMA)))
 
     aoai = openai.AsyncOpenAI(base_url=base, api_key="bench")
     extra = {"structured_outputs": {"json": PersonModel.model_json_schema()}}
@@ -345,8 +542,10 @@ def throughput_scenarios(port: int) -> list[Scenario]:
         return _person_from_completion(response.content)
 
     return [
+        Scenario("raw asyncio.Protocol + msgspec (floor)", acall=raw_async, close=raw.close),
         Scenario("httpx.AsyncClient (defaults) + msgspec", acall=httpx_async, close=ahx.aclose),
         Scenario("openai.AsyncOpenAI + pydantic", acall=openai_async, close=aoai.close),
+        Scenario("aiohttp ClientSession.post + msgspec", acall=aiohttp_post, close=aio.close),
         Scenario("lmclient AsyncClient.generate", acall=lmclient_async, close=alm.aclose),
     ]
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._lazy import lazy_attributes
+from .__version__ import __version__ as __version__
+from ._lazy import lazy_attributes as _lazy_attributes
 from .errors import (
     APIConnectionError,
     APIError,
@@ -34,16 +35,23 @@ from .errors import (
 if TYPE_CHECKING:
     from .async_client import AsyncClient
     from .client import Client
+    from .dialects import ServerInfo
+    from .params import CallParams, CreateParams
     from .progress import Progress
     from .protocol import TokenLogprob, TopLogprob, Usage
     from .response import Response
+    from .stream import AsyncStream, Stream
     from .types import Choice, Grammar, JsonSchema, Regex
 
-__version__ = "0.1.0"
 
 _LAZY = {
     "AsyncClient": "async_client",
     "Client": "client",
+    "ServerInfo": "dialects",
+    "CallParams": "params",
+    "CreateParams": "params",
+    "AsyncStream": "stream",
+    "Stream": "stream",
     "Progress": "progress",
     "TokenLogprob": "protocol",
     "TopLogprob": "protocol",
@@ -56,18 +64,21 @@ _LAZY = {
 }
 
 
-__getattr__, __dir__ = lazy_attributes(__name__, _LAZY, globals())
+__getattr__, __dir__ = _lazy_attributes(__name__, _LAZY, globals())
 
 __all__ = [
     "APIConnectionError",
     "APIError",
     "APITimeoutError",
     "AsyncClient",
+    "AsyncStream",
     "AuthenticationError",
     "BadRequestError",
+    "CallParams",
     "Choice",
     "Client",
     "ConfigurationError",
+    "CreateParams",
     "Grammar",
     "JsonSchema",
     "LMClientError",
@@ -80,10 +91,13 @@ __all__ = [
     "Regex",
     "Response",
     "ServerError",
+    "ServerInfo",
+    "Stream",
     "TokenLogprob",
     "TopLogprob",
     "TruncatedError",
     "UnsupportedConstraintError",
     "Usage",
     "ValidationError",
+    "__version__",
 ]

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 
 import httpx
 
+from .__version__ import __version__
 from .errors import ConfigurationError
 
 __all__ = ["ClientURL", "client_headers", "client_url"]
@@ -92,7 +93,7 @@ def client_headers(
     """The checked headers every request of the client carries (lower-cased names), with its
     credentials: ``api_key`` (``api_key_given`` when the caller passed it rather than the
     environment) or those of the URL."""
-    out = {"accept": "application/json", "user-agent": "lmclient/0.1"}
+    out = {"accept": "application/json", "user-agent": f"lmclient/{__version__}"}
     for name, value in (headers or {}).items():
         if not isinstance(name, str) or not _TOKEN.fullmatch(name):
             raise ConfigurationError(f"header name {name!r} is not an HTTP token")

@@ -22,6 +22,6 @@ def lazy_attributes(
         return value
 
     def __dir__() -> list[str]:
-        return sorted([*namespace, *names])
+        return sorted({*namespace, *names})  # a resolved lazy name is in both
 
     return __getattr__, __dir__

@@ -10,12 +10,12 @@ import httpx
 
 from . import errors
 from ._proxies import environment_proxy
+from ._transports.aio import AsyncTransport
 from .core import DEFAULT_MAX_RESPONSE_BYTES, Call, ClientCore, StreamState, api_error
 from .dialects import Endpoint, ServerInfo
-from .params import Prompt, env_api_key, env_base_url
+from .params import Prompt
 from .response import Response
 from .stream import AsyncOpened, AsyncStream
-from .transports import AsyncTransport
 from .types import Choice, Grammar, Regex
 
 if TYPE_CHECKING:
@@ -53,9 +53,9 @@ class AsyncClient:
         defaults: Mapping[str, Any] | None = None,
     ) -> None:
         self._core = ClientCore(
-            env_base_url(base_url) or "",
+            base_url,
             model,
-            api_key=env_api_key(api_key),
+            api_key=api_key,
             dialect=dialect,
             timeout=timeout,
             deadline=deadline,
@@ -319,12 +319,25 @@ class AsyncClient:
         endpoint: Endpoint,
         params: dict[str, Any],
     ) -> Response[Any]:
-        call = await self._prepare(where, prompt, output_type, endpoint, params)
-        while True:  # transport retries happen inside _send; re-asks (max_reasks) out here
+        core = self._core
+        if not core.ready:
+            core.validate(where, prompt, output_type, endpoint, params)
+            await self._setup()
+        call = core.prepare(where, prompt, output_type, endpoint, params)
+        # `_send`'s loop, with the re-asks (max_reasks) in it too: the hot path of every call,
+        # so no coroutine of its own (each one costs its creation, and a step on every wake-up).
+        while True:
             try:
-                return await self._send(call)
+                raw = await self._transport.send(
+                    call.request, call.timeouts(), call.max_response_bytes, call.deadline_at
+                )
+                return call.finish(raw.status, raw.headers, raw.body)
             except errors.ValidationError as exc:
                 call = call.reask(exc)
+                continue
+            except errors.LMClientError as exc:
+                delay = call.backoff(exc)
+            await asyncio.sleep(delay)
 
     async def _prepare(
         self,

@@ -691,7 +691,7 @@ def _check(client: Client, dialect: str, endpoint: Endpoint, check: _Check) -> _
 
 
 def _field_name(key: str, value: Any) -> str:
-    """A request field as the README's capability table names it: ``guided_regex``,
+    """A request field as the capability matrix (docs/servers.md) names it: ``guided_regex``,
     ``structured_outputs.choice``, ``response_format json_schema``."""
     if key == "response_format":
         return f"{key} {value['type']}"

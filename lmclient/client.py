@@ -12,12 +12,12 @@ import httpx
 
 from . import errors
 from ._proxies import environment_proxy
+from ._transports.sync import SyncTransport
 from .core import DEFAULT_MAX_RESPONSE_BYTES, Call, ClientCore, StreamState, api_error
 from .dialects import Endpoint, ServerInfo
-from .params import Prompt, env_api_key, env_base_url
+from .params import Prompt
 from .response import Response
 from .stream import Opened, Stream
-from .transports import SyncTransport
 from .types import Choice, Grammar, Regex
 
 if TYPE_CHECKING:
@@ -55,9 +55,9 @@ class Client:
         defaults: Mapping[str, Any] | None = None,
     ) -> None:
         self._core = ClientCore(
-            env_base_url(base_url) or "",
+            base_url,
             model,
-            api_key=env_api_key(api_key),
+            api_key=api_key,
             dialect=dialect,
             timeout=timeout,
             deadline=deadline,
@@ -307,12 +307,24 @@ class Client:
         endpoint: Endpoint,
         params: dict[str, Any],
     ) -> Response[Any]:
-        call = self._prepare(where, prompt, output_type, endpoint, params)
-        while True:  # transport retries happen inside _send; re-asks (max_reasks) out here
+        core = self._core
+        if not core.ready:
+            core.validate(where, prompt, output_type, endpoint, params)
+            self._setup()
+        call = core.prepare(where, prompt, output_type, endpoint, params)
+        # `_send`'s loop, with the re-asks (max_reasks) in it too: the hot path of every call.
+        while True:
             try:
-                return self._send(call)
+                raw = self._transport.send(
+                    call.request, call.timeouts(), call.max_response_bytes, call.deadline_at
+                )
+                return call.finish(raw.status, raw.headers, raw.body)
             except errors.ValidationError as exc:
                 call = call.reask(exc)
+                continue
+            except errors.LMClientError as exc:
+                delay = call.backoff(exc)
+            time.sleep(delay)
 
     def _prepare(
         self,

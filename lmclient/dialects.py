@@ -4,8 +4,8 @@ A dialect turns an `OutputSpec` into request fields plus the decoder for what co
 server has no native field for a constraint it is emulated (a choice as a regex alternation, a
 GBNF alternation or a JSON-schema ``enum``; a regex as a JSON string with ``pattern``), and where
 it cannot be expressed at all the dialect raises `UnsupportedConstraintError` before anything is
-sent: no field is ever sent that the server would silently ignore. Field placements are from
-``shared/reference/servers.md``.
+sent: no field is ever sent that the server would silently ignore. Field placements are read
+from each server's own source (request models and handlers), version by version.
 """
 
 from __future__ import annotations

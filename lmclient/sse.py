@@ -15,6 +15,7 @@ event named ``error``.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import NamedTuple
 
@@ -24,6 +25,11 @@ __all__ = ["ArrayItems", "SSEDecoder", "ServerSentEvent"]
 class ServerSentEvent(NamedTuple):
     data: bytes
     event: str | None = None
+
+
+# Builds an event from a (data, event) pair without the NamedTuple's Python-level __new__: one
+# per event of every stream.
+_new_event = functools.partial(tuple.__new__, ServerSentEvent)
 
 
 class SSEDecoder:
@@ -38,8 +44,41 @@ class SSEDecoder:
         self._event: str | None = None
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
-        self._buffer += chunk
-        return self._lines(final=False)
+        buf = self._buffer
+        if b"\r" in chunk or buf[-1:] == b"\r":  # CR or CRLF line ends: the general scan
+            buf += chunk
+            return self._lines(final=False)
+        # LF line ends, what every server here sends: split the chunk's lines at once. The
+        # buffer holds no line end (only the unfinished last line), so no byte is searched twice.
+        lines = chunk.split(b"\n")
+        rest = lines.pop()  # after the last LF: the start of a line still to come
+        if buf:
+            if not lines:
+                buf += rest
+                self._scan = len(buf)
+                return []
+            lines[0] = bytes(buf) + lines[0]
+            buf.clear()
+        buf += rest
+        self._scan = len(buf)
+        events: list[ServerSentEvent] = []
+        self._feed_lines(lines, events)
+        return events
+
+    def _feed_lines(self, lines: list[bytes], events: list[ServerSentEvent]) -> None:
+        """Complete lines (no line end in them), in order."""
+        data = self._data
+        for line in lines:
+            if line[:6] == b"data: ":  # the common line, without the general field parse
+                data.append(line[6:])
+            elif line:
+                self._line(line, events)
+            elif data:  # a blank line ends the event
+                events.append(_new_event((b"\n".join(data), self._event)))
+                data.clear()
+                self._event = None
+            else:
+                self._event = None
 
     def close(self) -> list[ServerSentEvent]:
         """End of stream: a last line without its line end still counts, and so does an event not

@@ -8,7 +8,7 @@ response is released when the stream ends, on error, on ``break`` followed by le
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 import httpx
 import msgspec
@@ -23,6 +23,7 @@ from .types import DECODE_ERRORS
 __all__ = ["AsyncStream", "Stream"]
 
 T = TypeVar("T")
+E = TypeVar("E")  # the element of a list/tuple/set output, which items() yields
 Opened = tuple[httpx.Response, Iterator[bytes]]
 AsyncOpened = tuple[httpx.Response, AsyncIterator[bytes]]
 Opener = Callable[[], tuple[StreamState, Opened]]
@@ -48,6 +49,12 @@ def _item_decoder(state: StreamState) -> Callable[[str], Any]:
             raise errors.ValidationError(str(exc), text=text, output_type=element) from None
 
     return decode
+
+
+async def _no_deltas() -> AsyncIterator[str]:
+    """What iterating a stream yields once `aread` has read it: nothing."""
+    if False:  # an async generator that ends at once
+        yield ""
 
 
 class _StreamBase(Generic[T]):
@@ -93,11 +100,12 @@ class Stream(_StreamBase[T]):
         self._state = None
         self._result = None
         self._response: httpx.Response | None = None
+        self._chunks: Iterator[bytes] = iter(())
         self._deltas: Iterator[str] | None = None
         self._closed = False
 
     def __enter__(self) -> Stream[T]:
-        self._iterator()
+        self._open()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -106,12 +114,16 @@ class Stream(_StreamBase[T]):
     def __iter__(self) -> Iterator[str]:
         return self._iterator()
 
-    def _iterator(self) -> Iterator[str]:
-        if self._deltas is None:
+    def _open(self) -> StreamState:
+        if self._state is None:
             if self._closed:
                 raise errors.LMClientError("the stream is closed")
-            self._state, (self._response, chunks) = self._opener()
-            self._deltas = self._read(self._state, chunks)
+            self._state, (self._response, self._chunks) = self._opener()
+        return self._state
+
+    def _iterator(self) -> Iterator[str]:
+        if self._deltas is None:
+            self._deltas = self._read(self._open(), self._chunks)
         return self._deltas
 
     def _read(self, state: StreamState, chunks: Iterator[bytes]) -> Iterator[str]:
@@ -122,7 +134,15 @@ class Stream(_StreamBase[T]):
         finally:
             self.close()
 
-    def items(self) -> Iterator[T]:
+    @overload
+    def items(self: Stream[list[E]]) -> Iterator[E]: ...
+    @overload
+    def items(self: Stream[tuple[E, ...]]) -> Iterator[E]: ...
+    @overload
+    def items(self: Stream[set[E]]) -> Iterator[E]: ...
+    @overload
+    def items(self: Stream[frozenset[E]]) -> Iterator[E]: ...
+    def items(self) -> Iterator[Any]:
         """Each element of a JSON-array output, validated, as soon as it closes; at the end the
         whole value is validated too (a cut array raises `TruncatedError`)."""
         deltas = self._iterator()
@@ -137,8 +157,18 @@ class Stream(_StreamBase[T]):
     def read(self) -> T:
         """Read the rest of the stream and return the validated value."""
         if not self._done:
-            for _ in self._iterator():
-                pass
+            if self._deltas is None:  # nothing iterated yet: no delta needs to be handed out
+                state = self._open()
+                self._deltas = iter(())
+                try:
+                    for chunk in self._chunks:
+                        state.feed(chunk)
+                    state.end()
+                finally:
+                    self.close()
+            else:
+                for _ in self._deltas:
+                    pass
             if not self._done:
                 raise errors.LMClientError("the stream was closed before it ended")
         return self._finished().value
@@ -164,11 +194,12 @@ class AsyncStream(_StreamBase[T]):
         self._state = None
         self._result = None
         self._response: httpx.Response | None = None
+        self._chunks: AsyncIterator[bytes] | None = None
         self._deltas: AsyncIterator[str] | None = None
         self._closed = False
 
     async def __aenter__(self) -> AsyncStream[T]:
-        await self._iterator()
+        await self._open()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -181,12 +212,16 @@ class AsyncStream(_StreamBase[T]):
         async for delta in await self._iterator():
             yield delta
 
-    async def _iterator(self) -> AsyncIterator[str]:
-        if self._deltas is None:
+    async def _open(self) -> tuple[StreamState, AsyncIterator[bytes]]:
+        if self._state is None or self._chunks is None:
             if self._closed:
                 raise errors.LMClientError("the stream is closed")
-            self._state, (self._response, chunks) = await self._opener()
-            self._deltas = self._read(self._state, chunks)
+            self._state, (self._response, self._chunks) = await self._opener()
+        return self._state, self._chunks
+
+    async def _iterator(self) -> AsyncIterator[str]:
+        if self._deltas is None:
+            self._deltas = self._read(*await self._open())
         return self._deltas
 
     async def _read(self, state: StreamState, chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
@@ -199,7 +234,15 @@ class AsyncStream(_StreamBase[T]):
         finally:
             await self.aclose()
 
-    async def items(self) -> AsyncIterator[T]:
+    @overload
+    def items(self: AsyncStream[list[E]]) -> AsyncIterator[E]: ...
+    @overload
+    def items(self: AsyncStream[tuple[E, ...]]) -> AsyncIterator[E]: ...
+    @overload
+    def items(self: AsyncStream[set[E]]) -> AsyncIterator[E]: ...
+    @overload
+    def items(self: AsyncStream[frozenset[E]]) -> AsyncIterator[E]: ...
+    async def items(self) -> AsyncIterator[Any]:
         """Each element of a JSON-array output, validated, as soon as it closes."""
         deltas = await self._iterator()
         assert self._state is not None
@@ -213,8 +256,18 @@ class AsyncStream(_StreamBase[T]):
     async def aread(self) -> T:
         """Read the rest of the stream and return the validated value."""
         if not self._done:
-            async for _ in await self._iterator():
-                pass
+            if self._deltas is None:  # nothing iterated yet: no delta needs to be handed out
+                state, chunks = await self._open()
+                self._deltas = _no_deltas()
+                try:
+                    async for chunk in chunks:
+                        state.feed(chunk)
+                    state.end()
+                finally:
+                    await self.aclose()
+            else:
+                async for _ in self._deltas:
+                    pass
             if not self._done:
                 raise errors.LMClientError("the stream was closed before it ended")
         return self._finished().value

@@ -199,8 +199,10 @@ def compile_output(output_type: Any) -> OutputSpec[Any]:
         return output_type._spec
     try:
         # The args are part of the key: Literal["b", "a"] == Literal["a", "b"], but the order of
-        # the options is the user's and goes on the wire.
-        return _compile_cached(output_type, getattr(output_type, "__args__", None))
+        # the options is the user's and goes on the wire. A class is its own key (equal only to
+        # itself), and looking for its absent __args__ would cost an AttributeError on every call.
+        args = None if isinstance(output_type, type) else getattr(output_type, "__args__", None)
+        return _compile_cached(output_type, args)
     except TypeError as exc:
         if "unhashable" in str(exc):
             return _compile(output_type)
@@ -233,7 +235,7 @@ def _compile(tp: Any) -> OutputSpec[Any]:
         values = typing.get_args(tp)
         if values and all(isinstance(v, str) for v in values):
             return _choice_spec(tp, {v: v for v in values})
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+    if _is_class(tp) and issubclass(tp, enum.Enum):
         members = list(tp)
         if members and all(isinstance(m.value, str) for m in members):
             return _choice_spec(tp, {m.value: m for m in members})
@@ -246,8 +248,14 @@ def _identity(text: str) -> str:
     return text
 
 
+def _is_class(tp: Any) -> bool:
+    """A class, and not a parametrised generic such as ``list[int]`` (a `type` instance on
+    Python 3.10, whose ``__name__`` is the origin's)."""
+    return isinstance(tp, type) and typing.get_origin(tp) is None
+
+
 def _type_name(tp: Any) -> str:
-    name = getattr(tp, "__name__", "") if isinstance(tp, type) else ""
+    name = getattr(tp, "__name__", "") if _is_class(tp) else ""
     cleaned = re.sub(r"[^a-zA-Z0-9_-]", "_", name)[:64]
     return cleaned or "output"
 
@@ -401,7 +409,7 @@ def _choice_spec(tp: Any, mapping: dict[str, Any]) -> OutputSpec[Any]:
     return OutputSpec(
         tp,
         "choice",
-        _type_name(tp) if isinstance(tp, type) else "choice",
+        _type_name(tp) if _is_class(tp) else "choice",
         decode=decode,
         schema={"type": "string", "enum": list(options)},
         decode_json=_from_json_string(decode, tp),
@@ -524,7 +532,7 @@ def _json_schema_spec(marker: JsonSchema) -> OutputSpec[Any]:
 
 def _is_pydantic_model(tp: Any) -> bool:
     pydantic = sys.modules.get("pydantic")  # never imported by lmclient: only if the user has it
-    return pydantic is not None and isinstance(tp, type) and issubclass(tp, pydantic.BaseModel)
+    return pydantic is not None and _is_class(tp) and issubclass(tp, pydantic.BaseModel)
 
 
 def _pydantic_spec(tp: Any) -> OutputSpec[Any]:

@@ -1,9 +1,9 @@
 """Print the dialect capability matrix (server × constraint × endpoint) from the dialect tables.
 
-The README's matrix is this script's output; `tests/test_dialects.py` checks they agree.
+The matrix in docs/servers.md is this script's output; `tests/test_dialects.py` checks they agree.
 
     .venv/bin/python scripts/capabilities.py            # print it
-    .venv/bin/python scripts/capabilities.py --write    # refresh README.md
+    .venv/bin/python scripts/capabilities.py --write    # refresh docs/servers.md
 """
 
 from __future__ import annotations
@@ -69,18 +69,20 @@ def matrix() -> str:
 
 
 START, END = "<!-- capabilities:start -->\n", "<!-- capabilities:end -->"
-README = Path(__file__).resolve().parents[1] / "README.md"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "servers.md"
 
 
 def readme_matrix() -> str:
-    text = README.read_text()
+    """The matrix as docs/servers.md shows it (the name is from when it lived in the README)."""
+    text = PAGE.read_text()
     return text[text.index(START) + len(START) : text.index(END)].strip()
 
 
 def write_readme() -> None:
-    text = README.read_text()
+    """Write the matrix into docs/servers.md, between its markers."""
+    text = PAGE.read_text()
     head, rest = text.split(START, 1)
-    README.write_text(head + START + matrix() + "\n" + END + rest.split(END, 1)[1])
+    PAGE.write_text(head + START + matrix() + "\n" + END + rest.split(END, 1)[1])
 
 
 if __name__ == "__main__":

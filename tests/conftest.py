@@ -1,4 +1,4 @@
-"""Shared fixtures: reference wire examples and response-body builders."""
+"""Shared fixtures: recorded server bytes (``tests/fixtures``) and response-body builders."""
 
 from __future__ import annotations
 
@@ -11,29 +11,14 @@ import pytest
 
 from lmclient.testing import FakeLLM
 
-
-def _find_reference() -> pathlib.Path:
-    """The project's reference fixtures: shared/ sits beside the clone, in CI as here."""
-    for parent in pathlib.Path(__file__).resolve().parents:
-        candidate = parent / "shared" / "reference"
-        if candidate.is_dir():
-            return candidate
-    raise RuntimeError(f"shared/reference/ not found beside any parent of {__file__}")
-
-
 # Loopback servers are reached directly, even where the environment sets a proxy (lmclient, like
 # httpx, honours HTTP_PROXY); other traffic (pip, in the plugin test) keeps the proxy.
 for _name in ("no_proxy", "NO_PROXY"):
     os.environ[_name] = ",".join(filter(None, [os.environ.get(_name), "127.0.0.1", "localhost"]))
 
-REFERENCE = _find_reference()
-EXAMPLES = REFERENCE / "examples"
-LLAMACPP_LIVE = REFERENCE / "llamacpp-live"
-
-
-@pytest.fixture(scope="session")
-def reference() -> pathlib.Path:
-    return REFERENCE
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"  # recorded server bytes: see its README
+EXAMPLES = FIXTURES / "examples"
+LLAMACPP_LIVE = FIXTURES / "llamacpp-live"
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import pytest
 import respx
 
 import lmclient
+from lmclient.dialects import Endpoint
 from tests.conftest import chat_body, completion_body
 from tests.kinds import DIALECTS, KINDS, Kind, expected_fields, reply_text
 
@@ -27,7 +28,7 @@ def _reply(endpoint: str, text: str, **kw: Any) -> httpx.Response:
 @pytest.mark.parametrize("dialect", DIALECTS)
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.id)
 async def test_exact_request_body_and_validated_value(
-    kind: Kind, dialect: str, endpoint: str, respx_mock: respx.MockRouter
+    kind: Kind, dialect: str, endpoint: Endpoint, respx_mock: respx.MockRouter
 ) -> None:
     path = "/chat/completions" if endpoint == "chat" else "/completions"
     route = respx_mock.post(BASE + path)

@@ -23,6 +23,8 @@ from lmclient.cli import DIALECT_NAMES, _InOrder
 from lmclient.dialects import DIALECTS
 from lmclient.testing import FakeLLM, RecordedRequest
 
+pytestmark = pytest.mark.slow  # a console-script process per test: ~25 s on 2 cores
+
 SCRIPT = Path(sys.executable).with_name("lmclient")
 SECRET = "sk-test-3c1f9a0e-never-print-me"
 KINDS = ("json schema", "regex", "choice", "grammar gbnf", "grammar lark", "int")

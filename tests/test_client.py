@@ -11,6 +11,7 @@ import pytest
 import respx
 
 import lmclient
+from lmclient.dialects import Endpoint
 from tests.conftest import chat_body, completion_body
 from tests.kinds import DIALECTS, KINDS, Kind, expected_fields, reply_text
 
@@ -32,7 +33,7 @@ def _prompt_fields(endpoint: str) -> dict[str, Any]:
 @pytest.mark.parametrize("dialect", DIALECTS)
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.id)
 def test_exact_request_body_and_validated_value(
-    kind: Kind, dialect: str, endpoint: str, respx_mock: respx.MockRouter
+    kind: Kind, dialect: str, endpoint: Endpoint, respx_mock: respx.MockRouter
 ) -> None:
     path = "/chat/completions" if endpoint == "chat" else "/completions"
     route = respx_mock.post(BASE + path)

@@ -12,6 +12,7 @@ import pytest
 
 import lmclient
 from lmclient import core, errors
+from lmclient.dialects import Endpoint
 from lmclient.params import CallParams, CreateParams
 from tests.conftest import EXAMPLES, LLAMACPP_LIVE, chat_body, completion_body
 
@@ -258,7 +259,7 @@ def test_completion_logprobs_are_normalised() -> None:
     ]
 
 
-def test_tgi_fixture_decodes(reference: Any) -> None:
+def test_tgi_fixture_decodes() -> None:
     body = (EXAMPLES / "tgi_chat_completion_json_schema.json").read_bytes()
     response = call(lmclient.JsonSchema({"type": "object"})).finish(200, {}, body)
     assert response.value["numCats"] == 2
@@ -278,7 +279,7 @@ def test_llamacpp_live_recordings_decode() -> None:
         request = json.loads(request_path.read_text())
         if request.get("stream") or ("messages" not in request and "prompt" not in request):
             continue
-        endpoint = "chat" if "messages" in request else "completions"
+        endpoint: Endpoint = "chat" if "messages" in request else "completions"
         body = json.loads(body_path.read_text())
         if "choices" not in body:
             continue

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import lmclient
 from lmclient import core
+from lmclient.dialects import Endpoint
 from lmclient.sse import ArrayItems, SSEDecoder
 from tests.test_core import make_core
 
@@ -66,7 +67,7 @@ noise = st.one_of(
 @given(body=noise, status=st.sampled_from([200, 400, 401, 404, 429, 500, 503, 418]), data=st.data())
 def test_response_bodies_and_error_envelopes(body: bytes, status: int, data: st.DataObject) -> None:
     output_type = data.draw(st.sampled_from(OUTPUT_TYPES))
-    endpoint = data.draw(st.sampled_from(["chat", "completions"]))
+    endpoint: Endpoint = data.draw(st.sampled_from(["chat", "completions"]))
     call = make_core().prepare("create", "Q", output_type, endpoint, {})
     try:
         call.finish(

@@ -893,6 +893,7 @@ def _resolve_path(instance: Any, path: str) -> Any:
     return instance
 
 
+@pytest.mark.slow  # ~14 s on 2 cores: 300 generated schemas
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=schemas_with_instances())
 def test_agrees_with_jsonschema(case: tuple[Any, Any]) -> None:

@@ -13,6 +13,7 @@ import pytest
 import respx
 
 import lmclient
+from lmclient.dialects import Endpoint
 from lmclient.testing import FakeLLM
 from tests.conftest import EXAMPLES
 from tests.kinds import DIALECTS, KINDS, Kind, expected_fields, reply_text
@@ -56,7 +57,7 @@ IDS = [f"{k.id}-{d}-{e}" for k, d, e in CASES]
 
 @pytest.mark.parametrize(("kind", "dialect", "endpoint"), CASES, ids=IDS)
 def test_sync_scripted_reply_over_sockets(
-    kind: Kind, dialect: str, endpoint: str, fake: FakeLLM, url: str
+    kind: Kind, dialect: str, endpoint: Endpoint, fake: FakeLLM, url: str
 ) -> None:
     fake.reply(reply_text(kind, dialect, endpoint))
     with lmclient.Client(url, model=MODEL, dialect=dialect) as client:
@@ -71,7 +72,7 @@ def test_sync_scripted_reply_over_sockets(
 
 @pytest.mark.parametrize(("kind", "dialect", "endpoint"), CASES, ids=IDS)
 async def test_async_scripted_reply_over_sockets(
-    kind: Kind, dialect: str, endpoint: str, fake: FakeLLM, url: str
+    kind: Kind, dialect: str, endpoint: Endpoint, fake: FakeLLM, url: str
 ) -> None:
     fake.reply(reply_text(kind, dialect, endpoint))
     async with lmclient.AsyncClient(url, model=MODEL, dialect=dialect) as client:
@@ -115,7 +116,7 @@ def test_fake_generates_replies_that_validate(kind: Kind, dialect: str, url: str
     ],
 )
 def test_error_envelopes_over_sockets(
-    name: str, status: int, cls: type, fake: FakeLLM, url: str
+    name: str, status: int, cls: type[lmclient.APIError], fake: FakeLLM, url: str
 ) -> None:
     body = (EXAMPLES / name).read_bytes()
     fake.reply_error(status, json.loads(body))

@@ -24,6 +24,7 @@ def pinned(i: int) -> tuple[str, lmclient.Regex]:
     return (f"item {i}", lmclient.Regex(f"item{i}"))
 
 
+@pytest.mark.slow  # ~11 s on 2 cores
 async def test_10000_calls_at_concurrency_256_in_order_and_never_more_in_flight() -> None:
     lock = threading.Lock()
     arrived = 0

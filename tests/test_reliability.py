@@ -2,7 +2,7 @@
 in success after a retry or in the documented exception, within a bounded time, and the client
 stays usable (the next 100 calls succeed, no connection is left checked out).
 
-`FAULT_CASES` is also the README's reliability table: ``python -m tests.test_reliability
+`FAULT_CASES` is also the fault table of docs/reliability.md: ``python -m tests.test_reliability
 --write`` regenerates it, and a test checks that they agree.
 """
 
@@ -28,8 +28,8 @@ BOUND = 5.0  # seconds: a call with a 1 s deadline must end well within this
 @dataclasses.dataclass(frozen=True)
 class Case:
     kind: str  # the FakeLLM fault kind
-    fault: str  # what the server does (README)
-    outcome: str  # what the client does (README)
+    fault: str  # what the server does (docs/reliability.md)
+    outcome: str  # what the client does (docs/reliability.md)
     inject: Callable[[FakeLLM], object]
     expect: type[Exception] | None  # None: the call succeeds after a retry
     stream: bool = False
@@ -265,10 +265,10 @@ def test_redirects_are_not_followed() -> None:
     assert [r.path for r in fake.requests if r.method == "POST"] == ["/v1/chat/completions"]
 
 
-# -- the README table --------------------------------------------------------------------------
+# -- the table in docs/reliability.md ----------------------------------------------------------
 
 START, END = "<!-- faults:start -->\n", "<!-- faults:end -->"
-README = Path(__file__).resolve().parents[1] / "README.md"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "reliability.md"  # the table's page
 
 
 def table() -> str:
@@ -280,15 +280,15 @@ def table() -> str:
 
 
 def test_readme_fault_table_is_this_list() -> None:
-    text = README.read_text()
+    text = PAGE.read_text()
     shown = text[text.index(START) + len(START) : text.index(END)].strip()
     assert shown == table(), "run: python -m tests.test_reliability --write"
 
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--write"]:
-        text = README.read_text()
+        text = PAGE.read_text()
         head, rest = text.split(START, 1)
-        README.write_text(head + START + table() + "\n" + END + rest.split(END, 1)[1])
+        PAGE.write_text(head + START + table() + "\n" + END + rest.split(END, 1)[1])
     else:
         print(table())

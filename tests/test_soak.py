@@ -11,6 +11,8 @@ import threading
 import time
 from typing import Any, Literal
 
+import pytest
+
 import lmclient
 from lmclient.testing import FakeLLM
 
@@ -22,6 +24,7 @@ def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+@pytest.mark.slow  # ~15 s on 2 cores
 async def test_soak_20000_calls_with_10_percent_failures() -> None:
     rng = random.Random(20261130)
     lock = threading.Lock()

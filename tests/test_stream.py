@@ -138,7 +138,7 @@ def test_completions_chunks() -> None:
         ),
     ],
 )
-def test_error_events_raise_the_right_class(event: Any, cls: type) -> None:
+def test_error_events_raise_the_right_class(event: Any, cls: type[errors.APIError]) -> None:
     st = state()
     with pytest.raises(cls) as info:
         run(st, events(delta("a"), event))
@@ -217,7 +217,7 @@ def test_items_of_a_wrapped_array(respx_mock: respx.MockRouter) -> None:
 def test_malformed_item_raises_at_that_item(respx_mock: respx.MockRouter) -> None:
     text = '[{"name": "A", "age": 1}, {"name": "B", "age": "x"}]'
     respx_mock.post(BASE + "/chat/completions").mock(return_value=sse_response(text_stream(text)))
-    seen = []
+    seen: list[Person] = []
     with (
         pytest.raises(errors.ValidationError) as info,
         lmclient.Client(BASE, model="m", dialect="vllm").stream("P", list[Person]) as s,
@@ -233,7 +233,7 @@ def test_items_needs_an_array_type(respx_mock: respx.MockRouter) -> None:
         lmclient.Client(BASE, model="m", dialect="vllm").stream("N", int) as s,
         pytest.raises(TypeError, match="items"),
     ):
-        next(iter(s.items()))
+        next(iter(s.items()))  # type: ignore[misc]  # deliberately not an array type
 
 
 def test_value_reads_the_rest(respx_mock: respx.MockRouter) -> None:

@@ -15,9 +15,9 @@ import pytest
 import respx
 
 import lmclient
-from lmclient._async_transport import AsyncTransport
+from lmclient._transports.aio import AsyncTransport
+from lmclient._transports.sync import SyncTransport
 from lmclient.core import Timeouts
-from lmclient.transports import SyncTransport
 from tests import test_transports
 from tests.test_transports import COMPLETION, Idle, Reply, chunked, ok, post
 

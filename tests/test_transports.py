@@ -29,11 +29,12 @@ import pytest
 import respx
 
 import lmclient
-from lmclient import transports
-from lmclient._async_transport import AsyncTransport
+from lmclient._transports import common
+from lmclient._transports.aio import AsyncTransport
+from lmclient._transports.common import PatchWatch
+from lmclient._transports.sync import SyncTransport
 from lmclient.core import PreparedRequest, Timeouts
 from lmclient.testing import FakeLLM
-from lmclient.transports import PatchWatch, SyncTransport
 
 TIMEOUTS = Timeouts(5.0, 5.0, 5.0, 5.0)
 SHORT = Timeouts(5.0, 0.3, 5.0, 5.0)  # for the tests that wait for a read timeout on purpose
@@ -211,7 +212,7 @@ def send(
     timeouts: Timeouts = TIMEOUTS,
     max_bytes: int = LIMIT,
     deadline_at: float | None = None,
-) -> transports.RawResponse:
+) -> common.RawResponse:
     return transport.send(post(url), timeouts, max_bytes, deadline_at)
 
 
@@ -222,7 +223,7 @@ async def asend(
     timeouts: Timeouts = TIMEOUTS,
     max_bytes: int = LIMIT,
     deadline_at: float | None = None,
-) -> transports.RawResponse:
+) -> common.RawResponse:
     return await transport.send(post(url), timeouts, max_bytes, deadline_at)
 
 
@@ -404,7 +405,7 @@ def test_idle_connections_expire(
 ) -> None:
     server = script()
     send(sync, server.url)
-    monkeypatch.setattr(transports, "KEEPALIVE_EXPIRY", 0.0)
+    monkeypatch.setattr(common, "KEEPALIVE_EXPIRY", 0.0)
     send(sync, server.url)
     assert server.connections == 2
 
@@ -418,20 +419,20 @@ def test_the_pool_is_lifo_and_drops_the_oldest_expired(monkeypatch: pytest.Monke
         origin: tuple[str, str, int] = ("http", "h", 1)
         idle_since: float = 0.0
 
-        def usable(self, now: float) -> bool:
+        def usable(self) -> bool:
             return True
 
         def close(self) -> None:
             closed.append(self.name)
 
-    pool: transports.Pool[Conn] = transports.Pool()
+    pool: common.Pool[Conn] = common.Pool()
     a, b, c = Conn("a"), Conn("b"), Conn("c")
     for conn in (a, b):
         pool.add(conn)
         pool.release(conn, True)
     assert pool.checkout(a.origin) is b and pool.in_use == {b}
     pool.release(b, True)
-    monkeypatch.setattr(transports, "KEEPALIVE_EXPIRY", -1.0)  # everything idle is expired
+    monkeypatch.setattr(common, "KEEPALIVE_EXPIRY", -1.0)  # everything idle is expired
     pool.add(c)
     pool.release(c, True)
     assert closed == ["a"] and pool.idle[a.origin] == [b, c]

@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # a mypy process: ~4 s
 def test_usage_type_checks() -> None:
     result = subprocess.run(
         [

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lmclient._lazy import lazy_attributes
+from lmclient._lazy import lazy_attributes as _lazy_attributes
 
 if TYPE_CHECKING:
     from ._constraints import Constraint, ConstraintKind, read_constraint
@@ -65,7 +65,7 @@ _LAZY = {
 }
 
 
-__getattr__, __dir__ = lazy_attributes(__name__, _LAZY, globals())
+__getattr__, __dir__ = _lazy_attributes(__name__, _LAZY, globals())
 
 __all__ = [
     "FAULTS",

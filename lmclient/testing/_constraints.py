@@ -195,7 +195,7 @@ def _both(*readers: _Reader) -> dict[str, tuple[_Reader, ...]]:
     return {"chat": readers, "completions": readers}
 
 
-# What each impersonated server kind reads, per endpoint (shared/reference/servers.md): vLLM
+# What each impersonated server kind reads, per endpoint (from each server's source): vLLM
 # >= 0.12 ignores guided_*, vLLM 0.10.1 has no structured_outputs yet, and llama.cpp, TGI and
 # Ollama ignore response_format on /v1/completions.
 _SERVED: dict[str, dict[str, tuple[_Reader, ...]]] = {

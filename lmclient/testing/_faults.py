@@ -2,7 +2,7 @@
 
 A fault applies to one generation request (chat or completions) and shapes the answer that
 request would otherwise get: it delays it, pauses it, cuts it, corrupts it, or replaces it.
-:data:`FAULTS` lists the kinds; the README's fault table is checked against it.
+:data:`FAULTS` lists the kinds; the fault table of docs/testing.md is checked against it.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ FaultKind = Literal[
     "oversize",
 ]
 FAULTS: tuple[FaultKind, ...] = typing.get_args(FaultKind)
-"""Every fault kind, in the order of the README's table."""
+"""Every fault kind, in the order of the fault table in docs/testing.md."""
 
 # Kinds that only make sense on an SSE stream: they wait for a streaming request.
 STREAM_ONLY: frozenset[FaultKind] = frozenset(

@@ -28,6 +28,8 @@ from lmclient.dialects import Endpoint
 from tests.stacks.app import BIG_PAD, MODEL, stream_items
 from tests.stacks.servers import STACKS, Stack, StackFailed, Stacks, StackUnavailable
 
+pytestmark = pytest.mark.slow  # real server processes: minutes on 2 cores
+
 T = TypeVar("T")
 
 TIMEOUT = 20.0  # seconds between bytes, for every client

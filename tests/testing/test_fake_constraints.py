@@ -131,7 +131,7 @@ def both(*fields: str) -> dict[str, frozenset[str]]:
     return {"chat": frozenset(fields), "completions": frozenset(fields)}
 
 
-# server -> endpoint -> the fields of SERVED_FIELDS it reads (shared/reference/servers.md)
+# server -> endpoint -> the fields of SERVED_FIELDS it reads (from each server's source)
 READS: dict[str | None, dict[str, frozenset[str]]] = {
     "vllm": both("structured_outputs", "response_format"),
     "vllm-guided": both("guided", "response_format"),

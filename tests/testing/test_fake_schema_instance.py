@@ -10,7 +10,7 @@ import itertools
 import uuid
 from typing import Annotated, Any, Literal, NamedTuple, TypedDict
 
-import jsonschema  # type: ignore[import-untyped]
+import jsonschema
 import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings

@@ -1,5 +1,5 @@
 """The pytest plugin: what it imports, the ``fake_llm`` fixture in its modes, the example file
-and the README's example, and the plugin from a fresh virtualenv built from this checkout.
+and the example in docs/testing.md, and the plugin from a fresh virtualenv built from this checkout.
 
 Test projects run in a pytest subprocess. This checkout's plugin is loaded with ``-p`` and the
 installed entry point of the same name blocked (``-p no:lmclient``), so the tests exercise the
@@ -15,6 +15,8 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN = ["-p", "no:lmclient", "-p", "lmclient.testing.pytest_plugin"]
@@ -159,10 +161,9 @@ def test_the_example_file_passes() -> None:
     assert re.search(r"\b6 passed\b", result.stdout), result.stdout
 
 
-def test_the_readme_example_passes(tmp_path: Path) -> None:
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("## Testing your code", 1)[1].split("\n## ", 1)[0]
-    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+def test_the_docs_example_passes(tmp_path: Path) -> None:
+    page = (REPO / "docs" / "testing.md").read_text()  # its first Python block
+    code = page.split("```python\n", 1)[1].split("```", 1)[0]
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     (tmp_path / "test_readme.py").write_text(code)
     result = run_pytest(sys.executable, tmp_path)
@@ -199,6 +200,8 @@ FRESH_TESTS = """
 """
 
 
+@pytest.mark.slow  # ~20 s on 2 cores
+@pytest.mark.timeout(5 * TIMEOUT)  # a venv and a pip install: slow on a busy 2-core machine
 def test_plugin_works_in_a_fresh_virtualenv(tmp_path: Path) -> None:
     """``pip install 'lmclient[testing]' pytest`` and nothing else: the entry point loads the
     plugin, and both modes work (pip's cache keeps reruns quick)."""

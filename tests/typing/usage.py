@@ -26,8 +26,14 @@ async def usage(client: lmclient.Client, aclient: lmclient.AsyncClient) -> None:
     assert_type(client.stream("x", list[Person]), lmclient.stream.Stream[list[Person]])
     assert_type(await aclient.generate("x", Person), Person)
     assert_type(await aclient.create("x", float, endpoint="completions"), lmclient.Response[float])
+    with client.stream("x", list[Person]) as st:
+        assert_type(next(st.items()), Person)  # items() yields the elements
+    with client.stream("x", tuple[int, ...]) as numbers:
+        assert_type(list(numbers.items()), list[int])
     async with aclient.stream("x", list[Person]) as s:
         assert_type(s, lmclient.stream.AsyncStream[list[Person]])
+        assert_type([p async for p in s.items()], list[Person])
+    client.stream("x", Person).items()  # type: ignore[misc]  # not an array: no items
     assert_type(client.probe().dialect, str)
     assert_type((await aclient.probe()).models, list[str])
     client.generate("x", temperature=0.2, max_tokens=5, extra_body={"top_k": 3})

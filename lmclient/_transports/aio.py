@@ -1,8 +1,5 @@
-"""`AsyncTransport`: `transports.SyncTransport` for asyncio, over an `asyncio.Protocol`.
-
-Kept apart so that ``import lmclient.transports`` (and a program using only `Client`) does not
-import asyncio; the design is described in `lmclient.transports`.
-"""
+"""`AsyncTransport`: `SyncTransport` for asyncio, over an `asyncio.Protocol`; the design is in
+`lmclient._transports`."""
 
 from __future__ import annotations
 
@@ -13,13 +10,11 @@ from collections.abc import AsyncIterator, Callable
 
 import httpx
 
-from . import errors
-from ._http11 import BadResponse, ResponseParser, declared_length, encode_request
-from ._proxies import proxied
-from .core import PreparedRequest, Timeouts
-from .transports import (
+from lmclient import errors
+from lmclient._http11 import BadResponse, ResponseParser, declared_length, encode_request
+from lmclient._proxies import proxied
+from lmclient._transports.common import (
     DEFAULT_LIMITS,
-    KEEPALIVE_EXPIRY,
     STREAM_HIGH_WATER,
     Limiter,
     PatchWatch,
@@ -35,6 +30,7 @@ from .transports import (
     readability,
     ssl_context,
 )
+from lmclient.core import PreparedRequest, Timeouts
 
 __all__ = ["AsyncTransport"]
 
@@ -101,16 +97,11 @@ class _AsyncConnection(asyncio.Protocol):
 
     # -- the pool's view -------------------------------------------------------------------
 
-    def usable(self, now: float) -> bool:
-        """Open, of this loop, not expired, and with nothing to read: bytes that arrived while
+    def usable(self) -> bool:
+        """Open, of this loop, and with nothing to read: bytes that arrived while
         idle close the connection in `data_received`, but only once the loop has had a turn, so
         bytes still in the kernel are looked for too (as the sync connection does)."""
-        return (
-            not self.closed
-            and self.loop is asyncio.get_running_loop()
-            and now - self.idle_since < KEEPALIVE_EXPIRY
-            and not self.readable()
-        )
+        return not self.closed and self.loop is asyncio.get_running_loop() and not self.readable()
 
     def close(self) -> None:
         self._cancel_timer()

@@ -1,0 +1,46 @@
+"""lmclient's own transports: send one prepared request, return status, headers and body.
+
+Why not httpx's: measured on a 2-core machine (benchmarks/), ``httpx.Client``'s layers (request
+building, cookies, auth, redirects) are ~40 % of a thin client's CPU per call, httpx's transport
+called directly still costs ~7x a raw socket, and ``httpx.AsyncClient``'s pool scans every
+connection on every request, so async throughput falls as concurrency grows. An LLM client sends
+the same request head to the same server again and again, so the transports here:
+
+* speak HTTP/1.1 themselves (`lmclient._http11`, sans I/O): the request head depends only on the
+  URL and the client's headers and is encoded once; a small response is parsed with a few
+  ``bytes`` operations;
+* keep idle connections in a LIFO list per origin: O(1) to check out and to return, the most
+  recently used connection first (the one least likely to have been closed by the server);
+  connections idle for `KEEPALIVE_EXPIRY` are dropped, a connection with anything to read while
+  idle (the server closed it, or wrote bytes nobody asked for) is never reused, and a pooled
+  connection that turns out closed before any byte of its response arrived is replaced by one
+  fresh connection, once. A server may answer before it has read the whole request (a 413, a
+  401) and close: a send broken that way still reads the answer, which is the call's result;
+  Open connections are not capped (the caller bounds its concurrency, as `generate_many` does),
+  idle ones are, at `MAX_IDLE_CONNECTIONS` per origin;
+* sync: a blocking socket; async: an `asyncio.Protocol` that parses in ``data_received`` and
+  wakes the waiting task once per response (or per chunk while streaming), with a read-timeout
+  timer per connection that re-arms itself instead of one timer per read or per request. Every
+  read is bounded: a whole response by ``max_bytes`` (counted after decoding), a stream by flow
+  control (reading pauses while `STREAM_HIGH_WATER` bytes wait for the reader) and the read
+  timeout, and the head by the parser;
+* TLS with httpx's own context (`httpx.create_ssl_context`: certifi, verification on,
+  ``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured); no proxies; no redirects.
+
+Three cases go through httpx instead: a user's ``http_client`` (its public ``send()``, so
+their proxies, mounts and HTTP/2 apply), a server the environment puts behind a proxy
+(`lmclient._proxies`: an httpx transport with that proxy), and an active respx mock. respx's
+default mocker patches httpcore's connection pools, which lmclient's sockets never reach; so
+each request first checks, with one identity comparison, whether that entry point is still the
+original, and while it is not, sends through an httpx transport, which respx then intercepts as
+users expect. A compressed body is still inflated by `Limiter` there, piece by piece within
+``max_bytes``, and not by httpx, which inflates a whole chunk at once.
+
+Failures map to lmclient's errors: cannot connect, connection broken → `APIConnectionError`;
+timeouts and an expired deadline → `APITimeoutError`; bytes that are not HTTP, or a body larger
+than ``max_bytes`` (refused on its declared length before reading, else while counting) →
+`ProtocolError`.
+
+The package: `common` (pool, limits, targets, error mapping), `sync` (`SyncTransport`) and `aio`
+(`AsyncTransport`, kept apart so that a program using only `Client` never imports asyncio).
+"""

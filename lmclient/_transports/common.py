@@ -1,0 +1,327 @@
+"""What both transports share: the pool, the limits, the targets, the error mapping, and the
+httpx requests of the paths that go through httpx. The design is in `lmclient._transports`."""
+
+from __future__ import annotations
+
+import math
+import select
+import socket
+import sys
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+import httpx
+
+from lmclient import errors
+from lmclient._http11 import BadResponse, ContentDecoder, content_decoder, encode_head
+from lmclient.core import PreparedRequest, Timeouts
+
+if TYPE_CHECKING:
+    import ssl
+
+MAX_IDLE_CONNECTIONS = 100  # per origin; more concurrent calls than this open (and close) more
+KEEPALIVE_EXPIRY = 4.0  # below uvicorn's 5 s (vLLM, SGLang), so the server rarely closes first
+READ_SIZE = 256 * 1024
+STREAM_HIGH_WATER = 1024 * 1024  # an unread stream stops reading from the socket here
+# For the httpx transports used under a respx mock and for a user's client.
+DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=100)
+
+
+class RawResponse:
+    """Status, headers (readable by lower-case name) and the whole body of one response."""
+
+    __slots__ = ("body", "headers", "status")
+
+    def __init__(self, status: int, headers: Mapping[str, str], body: bytes) -> None:
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+
+# -- what every transport shares ----------------------------------------------------------------
+
+
+class Limiter:
+    """Refuses a body declared larger than ``max_bytes``; decodes a content coding; counts the
+    bytes received against the limit and checks the deadline between chunks."""
+
+    __slots__ = ("deadline_at", "decoder", "max_bytes", "received")
+
+    def __init__(self, max_bytes: int, deadline_at: float | None) -> None:
+        self.max_bytes = max_bytes
+        self.deadline_at = deadline_at
+        self.received = 0
+        self.decoder: ContentDecoder | None = None
+
+    def head(self, headers: Mapping[str, str], declared: int | None) -> None:
+        """Check the head: ``declared`` is the body's Content-Length, if any."""
+        if declared is not None and declared > self.max_bytes:
+            raise errors.ProtocolError(
+                f"response of {declared} bytes refused: larger than "
+                f"max_response_bytes={self.max_bytes}"
+            )
+        if "content-encoding" in headers:
+            self.decoder = content_decoder(headers)
+
+    def take(self, piece: bytes) -> bytes:
+        """Decode (if the body has a content coding) and count one piece of the body."""
+        if self.decoder is not None:
+            piece = self.decoder.decode(piece, self.max_bytes - self.received + 1)
+        self._count(len(piece))
+        return piece
+
+    def finish(self) -> bytes:
+        """The body ended: what a content decoder still holds."""
+        if self.decoder is None:
+            return b""
+        rest = self.decoder.flush()
+        self._count(len(rest))
+        return rest
+
+    def _count(self, n: int) -> None:
+        self.received += n
+        if self.received > self.max_bytes:
+            raise errors.ProtocolError(
+                f"response refused after {self.received} bytes: larger than "
+                f"max_response_bytes={self.max_bytes}"
+            )
+        if self.deadline_at is not None and time.monotonic() > self.deadline_at:
+            raise errors.APITimeoutError("the call's deadline expired while reading the response")
+
+
+class StaleConnection(errors.APIConnectionError):
+    """The connection was closed before any byte of the response arrived. On a pooled connection
+    this is the server having closed it while idle: the request is sent again on a fresh one."""
+
+
+def io_error(exc: BaseException, doing: str) -> errors.LMClientError:
+    """lmclient's error for what failed while ``doing`` (e.g. "reading the response")."""
+    if isinstance(exc, errors.LMClientError):
+        return exc
+    if isinstance(exc, BadResponse):
+        return errors.ProtocolError(f"invalid HTTP response: {exc}")
+    if isinstance(exc, TimeoutError):
+        return errors.APITimeoutError(f"timed out {doing}")
+    return errors.APIConnectionError(f"{type(exc).__name__} {doing}: {exc}")
+
+
+def remaining(deadline_at: float, doing: str) -> float:
+    """Seconds left before the call's deadline; `APITimeoutError` once it has passed."""
+    left = deadline_at - time.monotonic()
+    if left <= 0:
+        raise errors.APITimeoutError(f"the call's deadline expired {doing}")
+    return left
+
+
+def or_none(timeout: float) -> float | None:
+    """A timeout for socket and asyncio calls, where None means none."""
+    return None if math.isinf(timeout) else timeout
+
+
+class Target:
+    """What a request's URL and header list fix: where to connect and the encoded head."""
+
+    __slots__ = ("head", "headers", "host", "origin", "port", "tls")
+
+    def __init__(self, request: PreparedRequest) -> None:
+        url = httpx.URL(request.url)
+        self.tls = url.scheme == "https"
+        self.host = url.raw_host.decode("ascii")
+        self.port = url.port or (443 if self.tls else 80)
+        self.origin = (url.scheme, self.host, self.port)
+        self.headers = request.headers  # kept, so that the cache's identity check stays valid
+        self.head = encode_head(request.method, url.raw_path, url.netloc, request.headers)
+
+
+class Targets:
+    """Targets by method and URL, valid while the request carries the same header list (a
+    client's headers are one list for all its calls)."""
+
+    __slots__ = ("_cache",)
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[str, str], Target] = {}
+
+    def get(self, request: PreparedRequest) -> Target:
+        key = (request.method, request.url)
+        target = self._cache.get(key)
+        if target is None or target.headers is not request.headers:
+            target = Target(request)
+            if len(self._cache) >= 64:
+                self._cache.clear()
+            self._cache[key] = target
+        return target
+
+
+class _Connection(Protocol):
+    origin: tuple[str, str, int]
+    idle_since: float
+
+    def usable(self) -> bool: ...
+    def close(self) -> None: ...
+
+
+C = TypeVar("C", bound=_Connection)
+
+
+class Pool(Generic[C]):
+    """Idle connections per origin, last in first out; and the checked-out ones.
+
+    Every operation is O(1) (list append/pop, set add/discard, all atomic under the GIL, so the
+    sync transport may be shared by threads without a lock)."""
+
+    __slots__ = ("idle", "in_use")
+
+    def __init__(self) -> None:
+        self.idle: dict[tuple[str, str, int], list[C]] = {}
+        self.in_use: set[C] = set()
+
+    def checkout(self, origin: tuple[str, str, int]) -> C | None:
+        idle = self.idle.get(origin)
+        if not idle:
+            return None
+        now = time.monotonic()
+        while True:
+            try:
+                conn = idle.pop()
+            except IndexError:
+                return None
+            if now - conn.idle_since < KEEPALIVE_EXPIRY and conn.usable():
+                self.in_use.add(conn)
+                return conn
+            conn.close()
+
+    def add(self, conn: C) -> None:
+        self.in_use.add(conn)
+
+    def release(self, conn: C, reusable: bool) -> None:
+        """Return a connection whose response was read to its end."""
+        self.in_use.discard(conn)
+        if reusable:
+            idle = self.idle.get(conn.origin)
+            if idle is None:
+                idle = self.idle.setdefault(conn.origin, [])
+            if len(idle) < MAX_IDLE_CONNECTIONS:
+                now = conn.idle_since = time.monotonic()
+                try:  # LIFO leaves the oldest at the bottom (another thread may empty the list)
+                    oldest: C | None = idle[0]
+                except IndexError:
+                    oldest = None
+                if oldest is not None and now - oldest.idle_since > KEEPALIVE_EXPIRY:
+                    self._drop(idle, oldest)  # close one expired connection per release
+                idle.append(conn)
+                return
+        conn.close()
+
+    @staticmethod
+    def _drop(idle: list[C], conn: C) -> None:
+        try:
+            idle.remove(conn)
+        except ValueError:
+            return  # another thread checked it out meanwhile (and will find it expired)
+        conn.close()
+
+    def discard(self, conn: C) -> None:
+        """Close a connection whose state is unknown (error, cancellation, unread body)."""
+        self.in_use.discard(conn)
+        conn.close()
+
+    def connections(self) -> list[C]:
+        return [c for idle in self.idle.values() for c in idle] + list(self.in_use)
+
+    def close(self) -> None:
+        for conn in self.connections():
+            conn.close()
+        self.idle.clear()
+        self.in_use.clear()
+
+
+class PatchWatch:
+    """Whether a method of an httpcore class has been replaced (respx's default mocker does it
+    for the connection pools while a mock is active).
+
+    The original is learnt the first time httpcore is seen unpatched, so lmclient need not import
+    httpcore (no httpcore imported, no respx mock); after that a check is one identity test."""
+
+    __slots__ = ("_attr", "_class", "_class_name", "_original")
+
+    def __init__(self, class_name: str, attr: str) -> None:
+        self._class_name = class_name
+        self._attr = attr
+        self._class: Any = None
+        self._original: Any = None
+
+    def active(self) -> bool:
+        cls = self._class
+        if cls is None:
+            module = sys.modules.get("httpcore")
+            if module is None:
+                return False
+            cls = self._class = getattr(module, self._class_name)
+        current = getattr(cls, self._attr)
+        if current is self._original:
+            return False
+        if self._original is None and getattr(current, "__module__", "").startswith("httpcore."):
+            self._original = current
+            return False
+        return True
+
+
+def ssl_context() -> ssl.SSLContext:
+    """httpx's TLS settings: certifi's roots (or SSL_CERT_FILE/SSL_CERT_DIR), verification on."""
+    return httpx.create_ssl_context()
+
+
+# The codings `Limiter` decodes, piece by piece within max_bytes: httpx's own decoding inflates a
+# whole chunk at once (a compressed bomb grows far past the limit before it is counted), and a
+# user's client would otherwise also ask for brotli or zstd.
+_DECODABLE = ("accept-encoding", "gzip, deflate")
+
+
+def httpx_request(
+    client: httpx.Client | httpx.AsyncClient | None, request: PreparedRequest, timeouts: Timeouts
+) -> httpx.Request:
+    """The prepared request for httpx: built by the user's client if there is one."""
+    extensions = {"timeout": timeouts.as_httpx()}
+    if client is None:
+        return httpx.Request(
+            request.method,
+            request.url,
+            headers=request.headers,
+            content=request.body,
+            extensions=extensions,
+        )
+    return client.build_request(  # the user's client: its headers, proxies, mounts apply
+        request.method,
+        request.url,
+        headers=[*request.headers, _DECODABLE],
+        content=request.body,
+        extensions=extensions,
+    )
+
+
+def httpx_error(exc: httpx.HTTPError) -> errors.APIConnectionError:
+    """lmclient's error for an httpx failure (under a respx mock or with a user's client)."""
+    if isinstance(exc, httpx.TimeoutException):
+        return errors.APITimeoutError(f"timed out: {type(exc).__name__}")
+    return errors.APIConnectionError(f"{type(exc).__name__}: {exc}")
+
+
+def readability(sock: socket.socket | Any) -> Callable[[], bool]:
+    """A check, without waiting, of whether ``sock`` (a socket, or asyncio's wrapper of one) has
+    anything to read (bytes or EOF); for an SSL socket, also bytes it has already decrypted."""
+    pending = getattr(sock, "pending", None)
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        poll = poller.poll
+        if pending is None:
+            return lambda: bool(poll(0))
+        return lambda: bool(pending() or poll(0))
+    fileno = sock.fileno()
+
+    def selected() -> bool:  # no poll() on Windows
+        return bool((pending is not None and pending()) or select.select([fileno], [], [], 0)[0])
+
+    return selected
