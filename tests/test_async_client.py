@@ -24,6 +24,7 @@ def _reply(endpoint: str, text: str, **kw: Any) -> httpx.Response:
     return httpx.Response(200, json=body)
 
 
+@pytest.mark.slow  # 40 ms a case (httpx's CA bundle); test_loopback sends the supported ones too
 @pytest.mark.parametrize("endpoint", ["chat", "completions"])
 @pytest.mark.parametrize("dialect", DIALECTS)
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.id)

@@ -29,6 +29,7 @@ def _prompt_fields(endpoint: str) -> dict[str, Any]:
     return {"prompt": "Q"}
 
 
+@pytest.mark.slow  # 40 ms a case (httpx's CA bundle); test_loopback sends the supported ones too
 @pytest.mark.parametrize("endpoint", ["chat", "completions"])
 @pytest.mark.parametrize("dialect", DIALECTS)
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.id)

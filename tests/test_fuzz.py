@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import msgspec
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,6 +17,8 @@ from lmclient import core
 from lmclient.dialects import Endpoint
 from lmclient.sse import ArrayItems, SSEDecoder
 from tests.test_core import make_core
+
+pytestmark = pytest.mark.slow  # hundreds of generated inputs per test: seconds
 
 
 class Person(msgspec.Struct):

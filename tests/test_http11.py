@@ -576,10 +576,10 @@ STRICTER = [
         lambda data: bool(re.search(rb"[\x01-\x08\x0e-\x1f\x7f]", data)),
     ),
     Stricter(
-        "NUL or a bare CR in a chunk extension (h11 reads an extension up to the LF): a bare CR"
-        " ends a line for some parsers",
+        "NUL, VT, FF or a bare CR in a chunk extension (h11 reads an extension up to the LF): a"
+        " bare CR ends a line for some parsers",
         "chunk-size line",
-        lambda data: bool(re.search(rb"\n[0-9A-Fa-f]+;[^\n]*(?:\x00|\r(?!\n))", data)),
+        lambda data: bool(re.search(rb"\n[0-9A-Fa-f]+;[^\n]*(?:[\x00\x0b\x0c]|\r(?!\n))", data)),
     ),
     Stricter(
         "an HTTP version other than 1.0 and 1.1 (h11 takes any HTTP/d.d): not HTTP/1.x",
@@ -833,6 +833,7 @@ def cuts(data: bytes) -> list[int]:
     return sorted(rng.randrange(len(data) + 1) for _ in range(rng.randrange(1, 8)))
 
 
+@pytest.mark.slow  # 1000 examples against h11: seconds
 @settings(max_examples=1000, deadline=None)
 @given(valid_responses)
 def test_valid_responses_agree_with_h11(data: bytes) -> None:
@@ -840,6 +841,7 @@ def test_valid_responses_agree_with_h11(data: bytes) -> None:
     check_against_h11(data, cuts(data))
 
 
+@pytest.mark.slow  # 1000 examples against h11: seconds
 @settings(max_examples=1000, deadline=None)
 @given(mutated)
 def test_mutated_responses_are_never_accepted_where_h11_refuses(data: bytes) -> None:
@@ -847,6 +849,7 @@ def test_mutated_responses_are_never_accepted_where_h11_refuses(data: bytes) -> 
     check_against_h11(data, cuts(data))
 
 
+@pytest.mark.slow  # 1000 examples against h11: seconds
 @settings(max_examples=1000, deadline=None)
 @given(random_bytes)
 def test_random_bytes_are_never_accepted_where_h11_refuses(data: bytes) -> None:

@@ -198,6 +198,7 @@ def _still_usable(client: lmclient.Client) -> None:
 
 
 @pytest.mark.parametrize("case", FAULT_CASES, ids=IDS)
+@pytest.mark.slow  # the fault table: some faults are 1 s waits by design
 def test_sync_client_survives(case: Case) -> None:
     fake = FakeLLM()
     case.inject(fake)
@@ -229,6 +230,7 @@ async def _astill_usable(client: lmclient.AsyncClient) -> None:
 
 
 @pytest.mark.parametrize("case", FAULT_CASES, ids=IDS)
+@pytest.mark.slow  # the fault table: some faults are 1 s waits by design
 async def test_async_client_survives(case: Case) -> None:
     fake = FakeLLM()
     case.inject(fake)

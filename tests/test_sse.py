@@ -78,6 +78,7 @@ def sse_streams(draw: st.DrawFn) -> tuple[bytes, list[bytes]]:
     return out, expected
 
 
+@pytest.mark.slow  # 300 generated examples: seconds
 @settings(max_examples=300, deadline=None)
 @given(stream=sse_streams(), data=st.data())
 def test_generated_streams_any_split(
@@ -132,6 +133,7 @@ def split_items(text: str, cuts: list[int]) -> list[Any]:
     return [json.loads(i) for i in items]
 
 
+@pytest.mark.slow  # 300 generated examples: seconds
 @settings(max_examples=300, deadline=None)
 @given(
     items=st.lists(json_values, max_size=6),

@@ -76,6 +76,7 @@ STRUCTS = st.lists(st.tuples(FIELD_TYPES, st.booleans()), min_size=1, max_size=6
 SERVERS = [("vllm", 200), ("sglang", 40), ("llamacpp", 40), ("tgi", 40), ("generic", 40)]
 
 
+@pytest.mark.slow  # 360 generated struct types: seconds
 @pytest.mark.parametrize(("server", "examples"), SERVERS)
 def test_generated_replies_validate_as_generated_struct_types(server: str, examples: int) -> None:
     fake = FakeLLM(server=server)

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # a pytest subprocess per test (the fresh virtualenv: ~20 s)
+
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN = ["-p", "no:lmclient", "-p", "lmclient.testing.pytest_plugin"]
 TIMEOUT = 120
@@ -200,7 +202,6 @@ FRESH_TESTS = """
 """
 
 
-@pytest.mark.slow  # ~20 s on 2 cores
 @pytest.mark.timeout(5 * TIMEOUT)  # a venv and a pip install: slow on a busy 2-core machine
 def test_plugin_works_in_a_fresh_virtualenv(tmp_path: Path) -> None:
     """``pip install 'lmclient[testing]' pytest`` and nothing else: the entry point loads the
