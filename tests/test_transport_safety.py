@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gzip
 import re
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -28,20 +27,8 @@ MB = 1 << 20
 
 pytestmark = pytest.mark.timeout(30)
 script = test_transports.script  # the scripted server fixture
-
-
-@pytest.fixture
-def sync() -> Iterator[SyncTransport]:
-    transport = SyncTransport()
-    yield transport
-    transport.close()
-
-
-@pytest.fixture
-async def aio() -> AsyncIterator[AsyncTransport]:
-    transport = AsyncTransport()
-    yield transport
-    await transport.aclose()
+sync = test_transports.sync  # the transports, closed after each test
+aio = test_transports.aio
 
 
 # -- 1. AsyncClient: a whole (non-streamed) response larger than the stream high-water mark -------
