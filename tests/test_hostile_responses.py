@@ -11,7 +11,6 @@ parser alone, and against h11.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +31,8 @@ H2_SETTINGS = b"\x00\x00\x06\x04\x00\x00\x00\x00\x00\x00\x03\x00\x00\x00\x64"
 
 pytestmark = pytest.mark.timeout(15)
 script = test_transports.script  # the scripted server fixture
+sync = test_transports.sync  # the transports, closed after each test
+aio = test_transports.aio
 
 
 @dataclass(frozen=True)
@@ -84,20 +85,6 @@ REFUSED = [
     Refused("7 negative chunk size", CHUNKED_HEAD + b"-2\r\nab\r\n0\r\n\r\n"),
     Refused("8 differing Content-Lengths", b"HTTP/1.1 200 OK\r\ncontent-length: 1, 2\r\n\r\nab"),
 ]
-
-
-@pytest.fixture
-def sync() -> Iterator[SyncTransport]:
-    transport = SyncTransport()
-    yield transport
-    transport.close()
-
-
-@pytest.fixture
-async def aio() -> AsyncIterator[AsyncTransport]:
-    transport = AsyncTransport()
-    yield transport
-    await transport.aclose()
 
 
 @pytest.mark.parametrize("case", REFUSED, ids=str)
