@@ -17,8 +17,8 @@ from collections.abc import Iterator
 import httpx
 import msgspec
 
-from lmclient import core
-from lmclient.stream import Stream
+from lmclient import _core
+from lmclient._stream import Stream
 
 
 class Record(msgspec.Struct):
@@ -55,7 +55,7 @@ def sse_bytes(size: int, delta_chars: int = 16) -> tuple[bytes, int]:
 
 
 def consume(raw: bytes, expected: int) -> float:
-    base = core.ClientCore("http://bench/v1", "m", dialect="vllm", max_response_bytes=1 << 30)
+    base = _core.ClientCore("http://bench/v1", "m", dialect="vllm", max_response_bytes=1 << 30)
     call = base.prepare("stream", "Q", list[Record], "chat", {}, stream=True)
 
     def chunks() -> Iterator[bytes]:  # the network's 16 KiB reads
@@ -63,7 +63,7 @@ def consume(raw: bytes, expected: int) -> float:
             yield raw[i : i + 16384]
 
     stream: Stream[list[Record]] = Stream(
-        lambda: (core.StreamState(call), (httpx.Response(200), chunks()))
+        lambda: (_core.StreamState(call), (httpx.Response(200), chunks()))
     )
     start = time.perf_counter()
     with stream:

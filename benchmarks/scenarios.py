@@ -23,7 +23,7 @@ import openai
 import pydantic
 
 import lmclient
-from lmclient import core
+from lmclient import _core
 
 PROMPT = "Invent a person."
 MODEL = "bench-model"
@@ -478,7 +478,7 @@ def stream_scenarios(port: int, chunks: int) -> list[Scenario]:
 def decode_scenarios(large_body: bytes) -> list[Scenario]:
     from openai.types.chat import ChatCompletion
 
-    base = core.ClientCore("http://bench/v1", MODEL, dialect="vllm", max_response_bytes=1 << 30)
+    base = _core.ClientCore("http://bench/v1", MODEL, dialect="vllm", max_response_bytes=1 << 30)
     call = base.prepare("generate", PROMPT, list[Record], "chat", {})
     headers = {"content-type": "application/json"}
 

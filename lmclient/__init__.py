@@ -33,34 +33,34 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
-    from .async_client import AsyncClient
-    from .client import Client
-    from .dialects import ServerInfo
-    from .params import CallParams, CreateParams
-    from .progress import Progress
-    from .protocol import TokenLogprob, TopLogprob, Usage
-    from .response import Response
-    from .stream import AsyncStream, Stream
-    from .types import Choice, Grammar, JsonSchema, Regex
+    from ._async_client import AsyncClient
+    from ._client import Client
+    from ._dialects import ServerInfo
+    from ._params import CallParams, CreateParams
+    from ._progress import Progress
+    from ._protocol import TokenLogprob, TopLogprob, Usage
+    from ._response import Response
+    from ._stream import AsyncStream, Stream
+    from ._types import Choice, Grammar, JsonSchema, Regex
 
 
 _LAZY = {
-    "AsyncClient": "async_client",
-    "Client": "client",
-    "ServerInfo": "dialects",
-    "CallParams": "params",
-    "CreateParams": "params",
-    "AsyncStream": "stream",
-    "Stream": "stream",
-    "Progress": "progress",
-    "TokenLogprob": "protocol",
-    "TopLogprob": "protocol",
-    "Usage": "protocol",
-    "Response": "response",
-    "Choice": "types",
-    "Grammar": "types",
-    "JsonSchema": "types",
-    "Regex": "types",
+    "AsyncClient": "_async_client",
+    "Client": "_client",
+    "ServerInfo": "_dialects",
+    "CallParams": "_params",
+    "CreateParams": "_params",
+    "AsyncStream": "_stream",
+    "Stream": "_stream",
+    "Progress": "_progress",
+    "TokenLogprob": "_protocol",
+    "TopLogprob": "_protocol",
+    "Usage": "_protocol",
+    "Response": "_response",
+    "Choice": "_types",
+    "Grammar": "_types",
+    "JsonSchema": "_types",
+    "Regex": "_types",
 }
 
 

@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from . import errors
-from .core import Call, ClientCore, api_error
-from .dialects import Endpoint
-from .types import DECODE_ERRORS
+from ._core import Call, ClientCore, api_error
+from ._dialects import Endpoint
+from ._types import DECODE_ERRORS
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from .params import CallParams
+    from ._params import CallParams
 
 __all__ = ["read_results", "write_requests"]
 

@@ -15,8 +15,8 @@ from typing import Any, Literal
 import msgspec
 
 from lmclient import Grammar, Regex, UnsupportedConstraintError
-from lmclient.dialects import DIALECTS, Fields
-from lmclient.types import compile_output
+from lmclient._dialects import DIALECTS, Fields
+from lmclient._types import compile_output
 
 
 class _Object(msgspec.Struct):

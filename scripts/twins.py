@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPECTED = ROOT / "scripts" / "twins.diff"
-PAIRS = [("lmclient/async_client.py", "lmclient/client.py")]
+PAIRS = [("lmclient/_async_client.py", "lmclient/_client.py")]
 UNASYNC = [
     (r"\basync def\b", "def"),
     (r"\bawait ", ""),

@@ -12,7 +12,7 @@ import pytest
 import respx
 
 import lmclient
-from lmclient.dialects import Endpoint
+from lmclient._dialects import Endpoint
 from tests.conftest import chat_body, completion_body
 from tests.kinds import DIALECTS, KINDS, Kind, expected_fields, reply_text
 

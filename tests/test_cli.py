@@ -19,8 +19,8 @@ import msgspec
 import pytest
 
 import lmclient
-from lmclient.cli import DIALECT_NAMES, _InOrder
-from lmclient.dialects import DIALECTS
+from lmclient._cli import DIALECT_NAMES, _InOrder
+from lmclient._dialects import DIALECTS
 from lmclient.testing import FakeLLM, RecordedRequest
 
 pytestmark = pytest.mark.slow  # a console-script process per test: ~25 s on 2 cores

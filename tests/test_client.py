@@ -11,7 +11,7 @@ import pytest
 import respx
 
 import lmclient
-from lmclient.dialects import Endpoint
+from lmclient._dialects import Endpoint
 from tests.conftest import chat_body, completion_body
 from tests.kinds import DIALECTS, KINDS, Kind, expected_fields, reply_text
 
@@ -240,4 +240,4 @@ def test_response_fields(respx_mock: respx.MockRouter) -> None:
     assert response.logprobs == [
         lmclient.TokenLogprob("yes", -0.1, [lmclient.TopLogprob("yes", -0.1)])
     ]
-    assert isinstance(response.raw, lmclient.protocol.ChatCompletion)
+    assert isinstance(response.raw, lmclient._protocol.ChatCompletion)

@@ -11,22 +11,22 @@ import msgspec
 import pytest
 
 import lmclient
-from lmclient import core, errors
-from lmclient.dialects import Endpoint
-from lmclient.params import CallParams, CreateParams
+from lmclient import _core, errors
+from lmclient._dialects import Endpoint
+from lmclient._params import CallParams, CreateParams
 from tests.conftest import EXAMPLES, LLAMACPP_LIVE, chat_body, completion_body
 
 
-def make_core(**kw: Any) -> core.ClientCore:
-    return core.ClientCore("http://h/v1", "m", **{"dialect": "vllm", **kw})
+def make_core(**kw: Any) -> _core.ClientCore:
+    return _core.ClientCore("http://h/v1", "m", **{"dialect": "vllm", **kw})
 
 
-def call(output_type: Any = str, endpoint: Any = "chat", **params: Any) -> core.Call:
+def call(output_type: Any = str, endpoint: Any = "chat", **params: Any) -> _core.Call:
     return make_core().prepare("create", "Q", output_type, endpoint, params)
 
 
 def finish(
-    c: core.Call, body: Any, status: int = 200, headers: dict[str, str] | None = None
+    c: _core.Call, body: Any, status: int = 200, headers: dict[str, str] | None = None
 ) -> Any:
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
     return c.finish(status, headers or {}, raw)
@@ -49,7 +49,7 @@ ENVELOPES = [
 @pytest.mark.parametrize(("name", "status", "cls", "message"), ENVELOPES)
 def test_reference_error_envelopes(name: str, status: int, cls: type, message: str) -> None:
     body = (EXAMPLES / name).read_bytes()
-    exc = core.api_error(status, {}, body)
+    exc = _core.api_error(status, {}, body)
     assert type(exc) is cls
     assert message in exc.message
     assert exc.status_code == status
@@ -57,7 +57,7 @@ def test_reference_error_envelopes(name: str, status: int, cls: type, message: s
 
 
 def test_openai_envelope_fields() -> None:
-    exc = core.api_error(
+    exc = _core.api_error(
         400,
         {"x-request-id": "req-1"},
         (EXAMPLES / "openai_error_unknown_parameter.json").read_bytes(),
@@ -151,13 +151,13 @@ def test_openai_envelope_fields() -> None:
     ],
 )
 def test_every_server_envelope(status: int, body: Any, cls: type, message: str) -> None:
-    exc = core.api_error(status, {}, json.dumps(body).encode())
+    exc = _core.api_error(status, {}, json.dumps(body).encode())
     assert type(exc) is cls
     assert message in exc.message
 
 
 def test_non_json_error_body_keeps_the_text() -> None:
-    exc = core.api_error(502, {}, b"<html>Bad Gateway</html>")
+    exc = _core.api_error(502, {}, b"<html>Bad Gateway</html>")
     assert isinstance(exc, errors.ServerError)
     assert "Bad Gateway" in exc.message
     assert exc.body == "<html>Bad Gateway</html>"
@@ -300,10 +300,10 @@ def test_models_list_decodes() -> None:
 
 
 def _api(status: int, headers: dict[str, str] | None = None) -> errors.APIError:
-    return core.api_error(status, headers or {}, b"{}")
+    return _core.api_error(status, headers or {}, b"{}")
 
 
-@pytest.mark.parametrize("status", sorted(core.RETRY_STATUSES))
+@pytest.mark.parametrize("status", sorted(_core.RETRY_STATUSES))
 def test_retryable_statuses_back_off_exponentially(status: int) -> None:
     c = call(max_retries=3)
     delays = [c.backoff(_api(status)) for _ in range(3)]
@@ -350,12 +350,12 @@ def test_backoff_is_capped_at_8_seconds() -> None:
     ],
 )
 def test_retry_after_headers(headers: dict[str, str], expected: float | None) -> None:
-    assert core.retry_after(headers) == expected
+    assert _core.retry_after(headers) == expected
 
 
 def test_retry_after_http_date() -> None:
     when = email.utils.formatdate(time.time() + 30, usegmt=True)
-    delay = core.retry_after({"retry-after": when})
+    delay = _core.retry_after({"retry-after": when})
     assert delay is not None and 25 <= delay <= 31
 
 
@@ -384,9 +384,9 @@ def test_timeouts_shrink_to_the_deadline() -> None:
     c = call(deadline=2.0)
     t = c.timeouts()
     assert t.read <= 2.0 and t.connect <= 2.0
-    assert call().timeouts() == core.Timeouts(5.0, 600.0, 600.0, 600.0)
-    assert call(timeout=3).timeouts() == core.Timeouts(3.0, 3.0, 3.0, 3.0)
+    assert call().timeouts() == _core.Timeouts(5.0, 600.0, 600.0, 600.0)
+    assert call(timeout=3).timeouts() == _core.Timeouts(3.0, 3.0, 3.0, 3.0)
 
 
 def test_call_params_typeddict_matches_the_runtime_table() -> None:
-    assert set(CreateParams.__annotations__) | set(CallParams.__annotations__) == set(core.PARAMS)
+    assert set(CreateParams.__annotations__) | set(CallParams.__annotations__) == set(_core.PARAMS)

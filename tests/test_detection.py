@@ -9,7 +9,7 @@ from typing import Any, Literal
 import pytest
 
 import lmclient
-from lmclient.dialects import ServerInfo, _release, detect
+from lmclient._dialects import ServerInfo, _release, detect
 from lmclient.testing import FakeLLM
 from tests.conftest import LLAMACPP_LIVE
 

@@ -9,8 +9,8 @@ import msgspec
 import pytest
 
 import lmclient
-from lmclient.dialects import DIALECTS, get_dialect, llamacpp_schema, strict_schema
-from lmclient.types import compile_output
+from lmclient._dialects import DIALECTS, get_dialect, llamacpp_schema, strict_schema
+from lmclient._types import compile_output
 from tests.kinds import KINDS, Kind, expected_fields, reply_text
 from tests.test_core import make_core
 

@@ -5,6 +5,7 @@ every lmclient type that a public method takes or returns can be imported from `
 from __future__ import annotations
 
 import inspect
+import pkgutil
 import types
 import typing
 from collections.abc import Iterator
@@ -77,3 +78,13 @@ def test_the_version_is_stated_once_and_sent() -> None:
     with lmclient.Client("http://127.0.0.1:1/v1", model="m") as client:
         headers = dict(client._core._get_headers)
     assert headers["user-agent"] == f"lmclient/{__version__}"
+
+
+def test_only_the_public_modules_have_public_names() -> None:
+    """Everything else is an implementation detail, free to move: its name starts with ``_``."""
+
+    def public_modules(package: types.ModuleType) -> set[str]:
+        return {m.name for m in pkgutil.iter_modules(package.__path__) if m.name[0] != "_"}
+
+    assert public_modules(lmclient) == {"batch", "errors", "testing"}
+    assert public_modules(lmclient.testing) == {"pytest_plugin"}

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 import lmclient
+from lmclient._core import Timeouts
 from lmclient._transports.aio import AsyncTransport
 from lmclient._transports.sync import SyncTransport
-from lmclient.core import Timeouts
 from tests import test_transports
 from tests.test_transports import Reply, ok, post
 

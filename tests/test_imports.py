@@ -70,7 +70,7 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
 
 def test_no_import_cycle() -> None:
     edges = graph()
-    assert edges["lmclient._transports.sync"] >= {"lmclient._transports.common", "lmclient.core"}
+    assert edges["lmclient._transports.sync"] >= {"lmclient._transports.common", "lmclient._core"}
     assert find_cycle(edges) is None
 
 

@@ -11,7 +11,7 @@ import pytest
 import respx
 
 import lmclient
-from lmclient import core, errors
+from lmclient import _core, errors
 from tests.conftest import EXAMPLES
 from tests.test_core import make_core
 
@@ -52,13 +52,13 @@ def text_stream(text: str, size: int = 3, finish: str = "stop", usage: bool = Tr
     return events(*parts)
 
 
-def state(output_type: Any = str, endpoint: Any = "chat") -> core.StreamState:
-    return core.StreamState(
+def state(output_type: Any = str, endpoint: Any = "chat") -> _core.StreamState:
+    return _core.StreamState(
         make_core().prepare("stream", "Q", output_type, endpoint, {}, stream=True)
     )
 
 
-def run(st: core.StreamState, raw: bytes) -> list[str]:
+def run(st: _core.StreamState, raw: bytes) -> list[str]:
     return st.feed(raw) + st.end()
 
 

@@ -14,9 +14,9 @@ import pytest
 import respx
 
 import lmclient
+from lmclient._core import Timeouts
 from lmclient._transports.aio import AsyncTransport
 from lmclient._transports.sync import SyncTransport
-from lmclient.core import Timeouts
 from tests import test_transports
 from tests.test_transports import COMPLETION, Idle, Reply, chunked, ok, post
 

@@ -29,11 +29,11 @@ import pytest
 import respx
 
 import lmclient
+from lmclient._core import PreparedRequest, Timeouts
 from lmclient._transports import common
 from lmclient._transports.aio import AsyncTransport
 from lmclient._transports.common import PatchWatch
 from lmclient._transports.sync import SyncTransport
-from lmclient.core import PreparedRequest, Timeouts
 from lmclient.testing import FakeLLM
 
 TIMEOUTS = Timeouts(5.0, 5.0, 5.0, 5.0)

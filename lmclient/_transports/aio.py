@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable
 import httpx
 
 from lmclient import errors
+from lmclient._core import PreparedRequest, Timeouts
 from lmclient._http11 import BadResponse, ResponseParser, declared_length, encode_request
 from lmclient._proxies import proxied
 from lmclient._transports.common import (
@@ -30,7 +31,6 @@ from lmclient._transports.common import (
     readability,
     ssl_context,
 )
-from lmclient.core import PreparedRequest, Timeouts
 
 __all__ = ["AsyncTransport"]
 

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 import httpx
 
 from lmclient import errors
+from lmclient._core import PreparedRequest, Timeouts
 from lmclient._http11 import BadResponse, ContentDecoder, content_decoder, encode_head
-from lmclient.core import PreparedRequest, Timeouts
 
 if TYPE_CHECKING:
     import ssl

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import httpx
 
 from lmclient import errors
+from lmclient._core import PreparedRequest, Timeouts
 from lmclient._http11 import BadResponse, ResponseParser, declared_length, encode_request
 from lmclient._proxies import proxied
 from lmclient._transports.common import (
@@ -29,7 +30,6 @@ from lmclient._transports.common import (
     remaining,
     ssl_context,
 )
-from lmclient.core import PreparedRequest, Timeouts
 
 if TYPE_CHECKING:
     import ssl

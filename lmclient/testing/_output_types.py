@@ -36,9 +36,9 @@ def asks_for(request: RecordedRequest, output_type: Any) -> bool:
 def expected_constraints(output_type: Any, endpoint: str) -> list[Constraint]:
     """The constraint each lmclient dialect sends for ``output_type`` on ``endpoint``, in
     neutral form and JSON-normalised (lists, not tuples), without repeats."""
-    from lmclient.dialects import DIALECTS
+    from lmclient._dialects import DIALECTS
+    from lmclient._types import compile_output
     from lmclient.errors import UnsupportedConstraintError
-    from lmclient.types import compile_output
 
     spec = compile_output(output_type)
     found: list[Constraint] = []

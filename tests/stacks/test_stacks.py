@@ -24,7 +24,7 @@ import msgspec
 import pytest
 
 import lmclient
-from lmclient.dialects import Endpoint
+from lmclient._dialects import Endpoint
 from tests.stacks.app import BIG_PAD, MODEL, stream_items
 from tests.stacks.servers import STACKS, Stack, StackFailed, Stacks, StackUnavailable
 

@@ -8,9 +8,9 @@ import re
 import pytest
 
 import lmclient
+from lmclient._types import Choice, Grammar, compile_output, gbnf_alternation
 from lmclient.testing import FakeLLM, regex_instance
 from lmclient.testing._grammar import grammar_literals, grammar_regex
-from lmclient.types import Choice, Grammar, compile_output, gbnf_alternation
 
 # (grammar, strings in its language, strings outside it)
 LANGUAGES: list[tuple[str, list[str], list[str]]] = [

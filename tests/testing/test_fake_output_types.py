@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 import lmclient
-from lmclient.dialects import DIALECTS
+from lmclient._dialects import DIALECTS
 from lmclient.testing import FakeLLM, Match, RecordedRequest
 from lmclient.testing._output_types import expected_constraints
 

@@ -23,7 +23,7 @@ async def usage(client: lmclient.Client, aclient: lmclient.AsyncClient) -> None:
     assert_type(client.generate("x", Literal["yes", "no"]), Any)
     assert_type(client.create("x", Person, n=2), lmclient.Response[Person])
     assert_type(client.create("x", Person).values, list[Person])
-    assert_type(client.stream("x", list[Person]), lmclient.stream.Stream[list[Person]])
+    assert_type(client.stream("x", list[Person]), lmclient._stream.Stream[list[Person]])
     assert_type(await aclient.generate("x", Person), Person)
     assert_type(await aclient.create("x", float, endpoint="completions"), lmclient.Response[float])
     with client.stream("x", list[Person]) as st:
@@ -31,7 +31,7 @@ async def usage(client: lmclient.Client, aclient: lmclient.AsyncClient) -> None:
     with client.stream("x", tuple[int, ...]) as numbers:
         assert_type(list(numbers.items()), list[int])
     async with aclient.stream("x", list[Person]) as s:
-        assert_type(s, lmclient.stream.AsyncStream[list[Person]])
+        assert_type(s, lmclient._stream.AsyncStream[list[Person]])
         assert_type([p async for p in s.items()], list[Person])
     client.stream("x", Person).items()  # type: ignore[misc]  # not an array: no items
     assert_type(client.probe().dialect, str)

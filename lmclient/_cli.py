@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .client import Client
-    from .dialects import Endpoint, ServerInfo
-    from .progress import Progress
-    from .response import Response
+    from ._client import Client
+    from ._dialects import Endpoint, ServerInfo
+    from ._progress import Progress
+    from ._response import Response
 
 __all__ = ["main"]
 
@@ -357,7 +357,7 @@ def _prompt(given: str | None) -> str:
 def _output_type(args: argparse.Namespace) -> tuple[Any, bool]:
     """The output type the flags ask for, checked now (a bad regex or schema is a usage error,
     found before any request), and whether its values are text to print as is."""
-    from . import types
+    from . import _types as types
 
     if args.syntax is not None and args.grammar is None:
         raise UsageError("--syntax needs --grammar")
@@ -410,13 +410,13 @@ def _params(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _client(args: argparse.Namespace, model: str | None, dialect: str) -> Client:
-    from .client import Client
+    from ._client import Client
 
     return Client(_base_url(args.url), model, api_key=args.api_key, dialect=dialect)
 
 
 def _base_url(given: str | None) -> str:
-    from .params import env_base_url
+    from ._params import env_base_url
 
     url = env_base_url(given)
     if not url:
@@ -443,7 +443,7 @@ def _print_json(value: Any, file: IO[str] | None = None) -> None:
 
 
 def _batch(args: argparse.Namespace) -> int:
-    from .progress import Progress
+    from ._progress import Progress
 
     output_type, _ = _output_type(args)
     prompts = _read_prompts(args.input, completions=args.completions)
@@ -584,7 +584,7 @@ class _Row:
 
 
 def _checks() -> list[_Check]:
-    from .types import Choice, Grammar, JsonSchema, Regex
+    from ._types import Choice, Grammar, JsonSchema, Regex
 
     schema = {
         "type": "object",
@@ -652,7 +652,8 @@ def _check(client: Client, dialect: str, endpoint: Endpoint, check: _Check) -> _
     """Send one constrained request and classify what came back."""
     import re
 
-    from .dialects import get_dialect
+    from ._dialects import get_dialect
+    from ._types import compile_output
     from .errors import (
         APIError,
         LMClientError,
@@ -660,7 +661,6 @@ def _check(client: Client, dialect: str, endpoint: Endpoint, check: _Check) -> _
         UnsupportedConstraintError,
         ValidationError,
     )
-    from .types import compile_output
 
     try:
         plan = get_dialect(dialect).plan(compile_output(check.output_type), endpoint)

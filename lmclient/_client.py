@@ -1,38 +1,40 @@
-"""`AsyncClient`: the asyncio shell around the sans-I/O core; `Client` line for line, awaited."""
+"""`Client`: the blocking shell around the sans-I/O core. `AsyncClient` mirrors it line for line."""
 
 from __future__ import annotations
 
-import asyncio
+import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import httpx
 
 from . import errors
+from ._core import DEFAULT_MAX_RESPONSE_BYTES, Call, ClientCore, StreamState, api_error
+from ._dialects import Endpoint, ServerInfo
+from ._params import Prompt
 from ._proxies import environment_proxy
-from ._transports.aio import AsyncTransport
-from .core import DEFAULT_MAX_RESPONSE_BYTES, Call, ClientCore, StreamState, api_error
-from .dialects import Endpoint, ServerInfo
-from .params import Prompt
-from .response import Response
-from .stream import AsyncOpened, AsyncStream
-from .types import Choice, Grammar, Regex
+from ._response import Response
+from ._stream import Opened, Stream
+from ._transports.sync import SyncTransport
+from ._types import Choice, Grammar, Regex
 
 if TYPE_CHECKING:
     from typing_extensions import Self, Unpack
 
-    from .params import CallParams, CreateParams
+    from ._params import CallParams, CreateParams
 
-__all__ = ["AsyncClient"]
+__all__ = ["Client"]
 
 T = TypeVar("T")
 
 
-class AsyncClient:
-    """An asyncio client for one OpenAI-compatible server; the same surface as `Client`.
+class Client:
+    """A blocking client for one OpenAI-compatible server.
 
-    >>> async with AsyncClient("http://127.0.0.1:8000/v1", model="Qwen/Qwen3-0.6B") as client:
-    ...     await client.generate("Positive?", Literal["yes", "no"])
+    >>> client = Client("http://127.0.0.1:8000/v1", model="Qwen/Qwen3-0.6B")
+    >>> client.generate("Positive?", Literal["yes", "no"])
     'yes'
     """
 
@@ -49,7 +51,7 @@ class AsyncClient:
         max_reasks: int = 0,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         headers: Mapping[str, str] | None = None,
-        http_client: httpx.AsyncClient | None = None,
+        http_client: httpx.Client | None = None,
         defaults: Mapping[str, Any] | None = None,
     ) -> None:
         self._core = ClientCore(
@@ -66,11 +68,11 @@ class AsyncClient:
             defaults=defaults,
         )
         proxy = None if http_client is not None else environment_proxy(self._core.base_url)
-        self._transport = AsyncTransport(http_client, proxy)
-        self._setup_lock = asyncio.Lock()
+        self._transport = SyncTransport(http_client, proxy)
+        self._setup_lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"AsyncClient({self._core!r})"
+        return f"Client({self._core!r})"
 
     @property
     def model(self) -> str | None:
@@ -89,49 +91,39 @@ class AsyncClient:
     # -- calls -------------------------------------------------------------------------------
 
     @overload
-    async def generate(self, prompt: Prompt, **params: Unpack[CallParams]) -> str: ...
+    def generate(self, prompt: Prompt, **params: Unpack[CallParams]) -> str: ...
     @overload
-    async def generate(
-        self, prompt: Prompt, output_type: type[T], **params: Unpack[CallParams]
-    ) -> T: ...
+    def generate(self, prompt: Prompt, output_type: type[T], **params: Unpack[CallParams]) -> T: ...
     @overload
-    async def generate(
+    def generate(
         self, prompt: Prompt, output_type: Regex | Grammar | Choice, **params: Unpack[CallParams]
     ) -> str: ...
     @overload
-    async def generate(
-        self, prompt: Prompt, output_type: Any, **params: Unpack[CallParams]
-    ) -> Any: ...
-    async def generate(self, prompt: Prompt, output_type: Any = str, **params: Any) -> Any:
+    def generate(self, prompt: Prompt, output_type: Any, **params: Unpack[CallParams]) -> Any: ...
+    def generate(self, prompt: Prompt, output_type: Any = str, **params: Any) -> Any:
         """Chat completion of ``prompt``, returned as a validated ``output_type``."""
-        return (await self._create("generate", prompt, output_type, "chat", params)).values[0]
+        return self._create("generate", prompt, output_type, "chat", params).values[0]
 
     @overload
-    async def complete(self, prompt: str, **params: Unpack[CallParams]) -> str: ...
+    def complete(self, prompt: str, **params: Unpack[CallParams]) -> str: ...
     @overload
-    async def complete(
-        self, prompt: str, output_type: type[T], **params: Unpack[CallParams]
-    ) -> T: ...
+    def complete(self, prompt: str, output_type: type[T], **params: Unpack[CallParams]) -> T: ...
     @overload
-    async def complete(
+    def complete(
         self, prompt: str, output_type: Regex | Grammar | Choice, **params: Unpack[CallParams]
     ) -> str: ...
     @overload
-    async def complete(
-        self, prompt: str, output_type: Any, **params: Unpack[CallParams]
-    ) -> Any: ...
-    async def complete(self, prompt: str, output_type: Any = str, **params: Any) -> Any:
+    def complete(self, prompt: str, output_type: Any, **params: Unpack[CallParams]) -> Any: ...
+    def complete(self, prompt: str, output_type: Any = str, **params: Any) -> Any:
         """Plain completion (``/v1/completions``) of ``prompt``, as a validated ``output_type``."""
-        return (await self._create("complete", prompt, output_type, "completions", params)).values[
-            0
-        ]
+        return self._create("complete", prompt, output_type, "completions", params).values[0]
 
     @overload
-    async def create(
+    def create(
         self, prompt: Prompt, *, endpoint: Endpoint = ..., **params: Unpack[CreateParams]
     ) -> Response[str]: ...
     @overload
-    async def create(
+    def create(
         self,
         prompt: Prompt,
         output_type: type[T],
@@ -140,7 +132,7 @@ class AsyncClient:
         **params: Unpack[CreateParams],
     ) -> Response[T]: ...
     @overload
-    async def create(
+    def create(
         self,
         prompt: Prompt,
         output_type: Regex | Grammar | Choice,
@@ -149,7 +141,7 @@ class AsyncClient:
         **params: Unpack[CreateParams],
     ) -> Response[str]: ...
     @overload
-    async def create(
+    def create(
         self,
         prompt: Prompt,
         output_type: Any,
@@ -157,11 +149,11 @@ class AsyncClient:
         endpoint: Endpoint = ...,
         **params: Unpack[CreateParams],
     ) -> Response[Any]: ...
-    async def create(
+    def create(
         self, prompt: Prompt, output_type: Any = str, *, endpoint: Endpoint = "chat", **params: Any
     ) -> Response[Any]:
         """The full `Response`: every choice's value and text, usage, finish reasons, raw body."""
-        return await self._create("create", prompt, output_type, endpoint, params)
+        return self._create("create", prompt, output_type, endpoint, params)
 
     @overload
     def stream(
@@ -170,7 +162,7 @@ class AsyncClient:
         *,
         endpoint: Endpoint = ...,
         **params: Unpack[CallParams],
-    ) -> AsyncStream[str]: ...
+    ) -> Stream[str]: ...
     @overload
     def stream(
         self,
@@ -179,7 +171,7 @@ class AsyncClient:
         *,
         endpoint: Endpoint = ...,
         **params: Unpack[CallParams],
-    ) -> AsyncStream[T]: ...
+    ) -> Stream[T]: ...
     @overload
     def stream(
         self,
@@ -188,7 +180,7 @@ class AsyncClient:
         *,
         endpoint: Endpoint = ...,
         **params: Unpack[CallParams],
-    ) -> AsyncStream[str]: ...
+    ) -> Stream[str]: ...
     @overload
     def stream(
         self,
@@ -197,22 +189,22 @@ class AsyncClient:
         *,
         endpoint: Endpoint = ...,
         **params: Unpack[CallParams],
-    ) -> AsyncStream[Any]: ...
+    ) -> Stream[Any]: ...
     def stream(
         self, prompt: Prompt, output_type: Any = str, *, endpoint: Endpoint = "chat", **params: Any
-    ) -> AsyncStream[Any]:
+    ) -> Stream[Any]:
         """Stream the answer: iterate for text deltas, ``items()`` for array elements as they
-        close, ``await aread()`` for the validated whole. Nothing is sent before the stream
+        close, ``value`` for the validated whole. Nothing is sent before the stream
         is entered or iterated; bad input raises here."""
         self._core.validate("stream", prompt, output_type, endpoint, params)
 
-        async def opener() -> tuple[StreamState, AsyncOpened]:
-            call = await self._prepare("stream", prompt, output_type, endpoint, params, stream=True)
-            return StreamState(call), await self._open(call)
+        def opener() -> tuple[StreamState, Opened]:
+            call = self._prepare("stream", prompt, output_type, endpoint, params, stream=True)
+            return StreamState(call), self._open(call)
 
-        return AsyncStream(opener)
+        return Stream(opener)
 
-    async def generate_many(
+    def generate_many(
         self,
         prompts: Iterable[Prompt | tuple[Prompt, Any]],
         output_type: Any = str,
@@ -226,8 +218,8 @@ class AsyncClient:
         input order. An item is a prompt or a ``(prompt, output_type)`` pair. With
         ``return_exceptions=True`` a failed item is its `LMClientError` and the rest still run;
         otherwise the first failure cancels the rest and is raised. ``on_result(index, value)``
-        is called in the caller's task as each item finishes (a progress bar, for instance)."""
-        return await self._many(
+        is called in the caller's thread as each item finishes (a progress bar, for instance)."""
+        return self._many(
             "generate",
             "chat",
             prompts,
@@ -238,7 +230,7 @@ class AsyncClient:
             params,
         )
 
-    async def complete_many(
+    def complete_many(
         self,
         prompts: Iterable[str | tuple[str, Any]],
         output_type: Any = str,
@@ -249,7 +241,7 @@ class AsyncClient:
         **params: Unpack[CallParams],
     ) -> list[Any]:
         """`generate_many` for the completions endpoint."""
-        return await self._many(
+        return self._many(
             "complete",
             "completions",
             prompts,
@@ -260,20 +252,20 @@ class AsyncClient:
             params,
         )
 
-    async def probe(self) -> ServerInfo:
+    def probe(self) -> ServerInfo:
         """Probe the server now and say what it is (kind, version, dialect, models): what
         ``dialect="auto"`` learns before the first call. A dialect given explicitly is kept."""
-        async with self._setup_lock:
-            return self._core.server_info or await self._probe_server()
+        with self._setup_lock:
+            return self._core.server_info or self._probe_server()
 
-    async def models(self) -> list[str]:
+    def models(self) -> list[str]:
         """The ids of the models the server serves (``GET /v1/models``)."""
-        value: list[str] = (await self._send(self._core.models_call())).value
+        value: list[str] = (self._send(self._core.models_call())).value
         return value
 
     # -- plumbing ------------------------------------------------------------------------------
 
-    async def _many(
+    def _many(
         self,
         where: str,
         endpoint: Endpoint,
@@ -286,32 +278,28 @@ class AsyncClient:
     ) -> list[Any]:
         items = self._core.batch(where, prompts, output_type, endpoint, params, concurrency)
         results: list[Any] = [None] * len(items)
-        pending = iter(range(len(items)))  # shared by the workers: each index is taken once
-
-        async def worker() -> None:
-            for index in pending:
-                prompt, tp = items[index]
-                try:
-                    value = (await self._create(where, prompt, tp, endpoint, params)).values[0]
-                except errors.LMClientError as exc:
-                    if not return_exceptions:
-                        raise
-                    value = exc
-                results[index] = value
-                if on_result is not None:
-                    on_result(index, value)
-
-        workers = [asyncio.ensure_future(worker()) for _ in range(min(concurrency, len(items)))]
+        pool = ThreadPoolExecutor(max(1, min(concurrency, len(items))))  # threads share one pool
         try:
-            await asyncio.gather(*workers)
-        except BaseException:  # a failure, or the caller cancelled: stop every request in flight
-            for task in workers:
-                task.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
-            raise
+            futures = {
+                pool.submit(self._create, where, prompt, tp, endpoint, params): index
+                for index, (prompt, tp) in enumerate(items)
+            }
+            for future in as_completed(futures):
+                index = futures[future]
+                failure = future.exception()
+                if failure is None:
+                    results[index] = future.result().values[0]
+                elif return_exceptions and isinstance(failure, errors.LMClientError):
+                    results[index] = failure
+                else:
+                    raise failure
+                if on_result is not None:
+                    on_result(index, results[index])
+        finally:  # on failure or interruption, what has not started never starts
+            pool.shutdown(wait=True, cancel_futures=True)
         return results
 
-    async def _create(
+    def _create(
         self,
         where: str,
         prompt: Prompt,
@@ -322,13 +310,12 @@ class AsyncClient:
         core = self._core
         if not core.ready:
             core.validate(where, prompt, output_type, endpoint, params)
-            await self._setup()
+            self._setup()
         call = core.prepare(where, prompt, output_type, endpoint, params)
-        # `_send`'s loop, with the re-asks (max_reasks) in it too: the hot path of every call,
-        # so no coroutine of its own (each one costs its creation, and a step on every wake-up).
+        # `_send`'s loop, with the re-asks (max_reasks) in it too: the hot path of every call.
         while True:
             try:
-                raw = await self._transport.send(
+                raw = self._transport.send(
                     call.request, call.timeouts(), call.max_response_bytes, call.deadline_at
                 )
                 return call.finish(raw.status, raw.headers, raw.body)
@@ -337,9 +324,9 @@ class AsyncClient:
                 continue
             except errors.LMClientError as exc:
                 delay = call.backoff(exc)
-            await asyncio.sleep(delay)
+            time.sleep(delay)
 
-    async def _prepare(
+    def _prepare(
         self,
         where: str,
         prompt: Prompt,
@@ -352,66 +339,67 @@ class AsyncClient:
         """The call's request; on first use, after the set-up requests (input checked first)."""
         if not self._core.ready:
             self._core.validate(where, prompt, output_type, endpoint, params)
-            await self._setup()
+            self._setup()
         return self._core.prepare(where, prompt, output_type, endpoint, params, stream=stream)
 
-    async def _setup(self) -> None:
+    def _setup(self) -> None:
         """Learn, once, what ``model=None`` and ``dialect="auto"`` leave open."""
-        async with self._setup_lock:
+        with self._setup_lock:
             if self._core.dialect is None:
-                await self._probe_server()
+                self._probe_server()
             if self._core.model is None:
-                self._core.adopt_models((await self._send(self._core.models_call())).value)
+                self._core.adopt_models((self._send(self._core.models_call())).value)
 
-    async def _probe_server(self) -> ServerInfo:
+    def _probe_server(self) -> ServerInfo:
         """All probes at once (the set-up lock held)."""
         calls = self._core.probe_calls()
-        answers = list(await asyncio.gather(*(self._probe(c) for c in calls)))
+        with ThreadPoolExecutor(len(calls)) as pool:  # probes wait on the network only
+            answers = list(pool.map(self._probe, calls))
         if all(a is None for a in answers):  # nothing answered: report why, learn nothing
-            answers[-1] = (await self._send(self._core.models_call())).value
+            answers[-1] = (self._send(self._core.models_call())).value
         return self._core.adopt_probes(answers)
 
-    async def _probe(self, call: Call) -> Any:
+    def _probe(self, call: Call) -> Any:
         try:
-            return (await self._send(call)).value
+            return (self._send(call)).value
         except Exception:  # a probe that fails never fails the user's call (even a mock's)
             return None
 
-    async def _send(self, call: Call) -> Response[Any]:
+    def _send(self, call: Call) -> Response[Any]:
         while True:
             try:
-                raw = await self._transport.send(
+                raw = self._transport.send(
                     call.request, call.timeouts(), call.max_response_bytes, call.deadline_at
                 )
                 return call.finish(raw.status, raw.headers, raw.body)
             except errors.LMClientError as exc:
                 delay = call.backoff(exc)
-            await asyncio.sleep(delay)
+            time.sleep(delay)
 
-    async def _open(self, call: Call) -> AsyncOpened:
+    def _open(self, call: Call) -> Opened:
         """Open a stream, retrying while nothing has been yielded yet."""
         while True:
             try:
-                response, chunks = await self._transport.stream(
+                response, chunks = self._transport.stream(
                     call.request, call.timeouts(), call.max_response_bytes, call.deadline_at
                 )
                 if response.status_code < 300:
                     return response, chunks
                 try:
-                    body = b"".join([c async for c in chunks])
+                    body = b"".join(chunks)
                 finally:
-                    await response.aclose()
+                    response.close()
                 raise api_error(response.status_code, response.headers, body)
             except errors.LMClientError as exc:
                 delay = call.backoff(exc)
-            await asyncio.sleep(delay)
+            time.sleep(delay)
 
-    async def aclose(self) -> None:
+    def close(self) -> None:
         """Close the connections lmclient opened (a user's ``http_client`` stays open)."""
-        await self._transport.aclose()
+        self._transport.close()
 
-    async def __aenter__(self) -> Self:
+    def __enter__(self) -> Self:
         return self
 
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

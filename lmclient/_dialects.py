@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from ._types import OutputSpec, gbnf_alternation, regex_alternation, search_anchored
 from .errors import UnsupportedConstraintError
-from .types import OutputSpec, gbnf_alternation, regex_alternation, search_anchored
 
 __all__ = [
     "DIALECTS",

@@ -6,7 +6,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from .protocol import TokenLogprob, Usage
+from ._protocol import TokenLogprob, Usage
 
 __all__ = ["Response"]
 

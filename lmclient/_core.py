@@ -29,10 +29,9 @@ import msgspec
 
 from . import errors
 from ._config import client_headers, client_url
-from .dialects import PROBE_PATHS, Dialect, Endpoint, Plan, ServerInfo, detect, get_dialect
-from .errors import ConfigurationError
-from .params import env_api_key, env_base_url
-from .protocol import (
+from ._dialects import PROBE_PATHS, Dialect, Endpoint, Plan, ServerInfo, detect, get_dialect
+from ._params import env_api_key, env_base_url
+from ._protocol import (
     ChatCompletion,
     Completion,
     ModelList,
@@ -41,9 +40,10 @@ from .protocol import (
     Usage,
     error_info,
 )
-from .response import Response
-from .sse import ServerSentEvent, SSEDecoder
-from .types import DECODE_ERRORS, OutputSpec, compile_output
+from ._response import Response
+from ._sse import ServerSentEvent, SSEDecoder
+from ._types import DECODE_ERRORS, OutputSpec, compile_output
+from .errors import ConfigurationError
 
 __all__ = ["Call", "ClientCore", "PreparedRequest", "StreamState", "Timeouts"]
 

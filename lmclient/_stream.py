@@ -14,11 +14,11 @@ import httpx
 import msgspec
 
 from . import errors
-from .core import StreamState
-from .protocol import Usage
-from .response import Response
-from .sse import ArrayItems
-from .types import DECODE_ERRORS
+from ._core import StreamState
+from ._protocol import Usage
+from ._response import Response
+from ._sse import ArrayItems
+from ._types import DECODE_ERRORS
 
 __all__ = ["AsyncStream", "Stream"]
 
