@@ -15,13 +15,16 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The e2e tests need a real llama.cpp server and model: built once (~15 min on 2 cores) into
-# ~/.cache/lmclient, with progress shown here rather than inside pytest's captured output.
+# ~/.cache/lmclient, with progress shown here rather than inside pytest's captured output; and
+# vLLM for the CPU (a Python 3.11 venv from exact pins, the same model converted for it: ~4 min
+# once), which fails here, saying what is missing, unless LMCLIENT_E2E_VLLM=0 is set.
 # Then the unit suite again on every other Python that requires-python claims and this machine
 # has (pyenv's, or PYTHONS="..."), one line each (scripts/pythons.py).
 # Coverage starts before pytest, so what the pytest11 plugin imports counts too, and follows
 # the Python subprocesses (the console script); `fail_under` in pyproject.toml is its floor.
 test: install stacks
 	$(BIN)/python scripts/llamacpp.py install
+	$(BIN)/python scripts/vllm.py install
 	$(BIN)/coverage erase
 	$(BIN)/coverage run -m pytest
 	$(BIN)/coverage combine --quiet

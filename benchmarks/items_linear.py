@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import httpx
 import msgspec
 
-from lmclient import _core
+from lmclient import _core, _stream_state
 from lmclient._stream import Stream
 
 
@@ -63,7 +63,7 @@ def consume(raw: bytes, expected: int) -> float:
             yield raw[i : i + 16384]
 
     stream: Stream[list[Record]] = Stream(
-        lambda: (_core.StreamState(call), (httpx.Response(200), chunks()))
+        lambda: (_stream_state.StreamState(call), (httpx.Response(200), chunks()))
     )
     start = time.perf_counter()
     with stream:

@@ -36,12 +36,12 @@ if TYPE_CHECKING:
     from ._async_client import AsyncClient
     from ._client import Client
     from ._dialects import ServerInfo
+    from ._markers import Choice, Grammar, JsonSchema, Regex
     from ._params import CallParams, CreateParams
     from ._progress import Progress
     from ._protocol import TokenLogprob, TopLogprob, Usage
     from ._response import Response
     from ._stream import AsyncStream, Stream
-    from ._types import Choice, Grammar, JsonSchema, Regex
 
 
 _LAZY = {
@@ -57,10 +57,10 @@ _LAZY = {
     "TopLogprob": "_protocol",
     "Usage": "_protocol",
     "Response": "_response",
-    "Choice": "_types",
-    "Grammar": "_types",
-    "JsonSchema": "_types",
-    "Regex": "_types",
+    "Choice": "_markers",
+    "Grammar": "_markers",
+    "JsonSchema": "_markers",
+    "Regex": "_markers",
 }
 
 

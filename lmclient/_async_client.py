@@ -9,14 +9,16 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 import httpx
 
 from . import errors
-from ._core import DEFAULT_MAX_RESPONSE_BYTES, Call, ClientCore, StreamState, api_error
+from ._core import DEFAULT_MAX_RESPONSE_BYTES, Call, ClientCore, Lookup
 from ._dialects import Endpoint, ServerInfo
+from ._markers import Choice, Grammar, Regex
 from ._params import Prompt
 from ._proxies import environment_proxy
 from ._response import Response
+from ._status import api_error
 from ._stream import AsyncOpened, AsyncStream
+from ._stream_state import StreamState
 from ._transports.aio import AsyncTransport
-from ._types import Choice, Grammar, Regex
 
 if TYPE_CHECKING:
     from typing_extensions import Self, Unpack
@@ -268,8 +270,7 @@ class AsyncClient:
 
     async def models(self) -> list[str]:
         """The ids of the models the server serves (``GET /v1/models``)."""
-        value: list[str] = (await self._send(self._core.models_call())).value
-        return value
+        return await self._send(self._core.models_call())
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -359,25 +360,27 @@ class AsyncClient:
         """Learn, once, what ``model=None`` and ``dialect="auto"`` leave open."""
         async with self._setup_lock:
             if self._core.dialect is None:
-                await self._probe_server()
+                await self._probe_server(advisory=self._core.forced is not None)
             if self._core.model is None:
-                self._core.adopt_models((await self._send(self._core.models_call())).value)
+                self._core.adopt_models(await self._send(self._core.models_call()))
 
-    async def _probe_server(self) -> ServerInfo:
-        """All probes at once (the set-up lock held)."""
+    async def _probe_server(self, *, advisory: bool = False) -> ServerInfo:
+        """All probes at once (the set-up lock held). ``advisory``: a forced dialect only asks
+        for the server's release, so a server that answers no probe is not an error here (the
+        call itself will say what is wrong)."""
         calls = self._core.probe_calls()
         answers = list(await asyncio.gather(*(self._probe(c) for c in calls)))
-        if all(a is None for a in answers):  # nothing answered: report why, learn nothing
-            answers[-1] = (await self._send(self._core.models_call())).value
+        if not advisory and all(a is None for a in answers):  # report why, learn nothing
+            answers[-1] = await self._send(self._core.models_call())
         return self._core.adopt_probes(answers)
 
-    async def _probe(self, call: Call) -> Any:
+    async def _probe(self, call: Lookup[Any]) -> Any:
         try:
-            return (await self._send(call)).value
+            return await self._send(call)
         except Exception:  # a probe that fails never fails the user's call (even a mock's)
             return None
 
-    async def _send(self, call: Call) -> Response[Any]:
+    async def _send(self, call: Lookup[T]) -> T:
         while True:
             try:
                 raw = await self._transport.send(
@@ -392,16 +395,16 @@ class AsyncClient:
         """Open a stream, retrying while nothing has been yielded yet."""
         while True:
             try:
-                response, chunks = await self._transport.stream(
+                response = await self._transport.stream(
                     call.request, call.timeouts(), call.max_response_bytes, call.deadline_at
                 )
-                if response.status_code < 300:
-                    return response, chunks
+                if response.status < 300:
+                    return response
                 try:
-                    body = b"".join([c async for c in chunks])
+                    body = b"".join([c async for c in response.chunks])
                 finally:
                     await response.aclose()
-                raise api_error(response.status_code, response.headers, body)
+                raise api_error(response.status, response.headers, body)
             except errors.LMClientError as exc:
                 delay = call.backoff(exc)
             await asyncio.sleep(delay)

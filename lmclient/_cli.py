@@ -16,7 +16,6 @@ The API key is never printed: not as a ``--help`` default, not in output, not in
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 from collections.abc import Sequence
@@ -24,9 +23,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._client import Client
-    from ._dialects import Endpoint, ServerInfo
+    from ._dialects import Endpoint
     from ._progress import Progress
-    from ._response import Response
 
 __all__ = ["main"]
 
@@ -48,23 +46,6 @@ DIALECT_NAMES = (
     "openai",
 )
 _TYPES = ("int", "float", "bool", "json")
-
-# `probe --check`: one tiny request per constraint kind, with a prompt that invites prose and a
-# constraint whose valid outputs a model essentially never writes unasked; so a value that
-# validates shows the server enforced the constraint, and one that does not, that it ignored it.
-CHECK_PROMPT = "Write one short sentence about the weather."
-CHECK_MAX_TOKENS = 64  # room for every valid answer below several times over
-# "probe" needs the server's answers to the probe paths only, never a model: this placeholder
-# keeps the client from resolving one (which fails on servers serving several models).
-_PROBE_ONLY_MODEL = "(probe only: no model needed)"
-
-_RESULT_WORDS = {
-    "enforced": "enforced",
-    "ignored": "ignored by server",
-    "unsupported": "not expressible in this dialect",
-    "rejected": "rejected",
-    "failed": "failed",
-}
 
 
 class UsageError(Exception):
@@ -199,7 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
         description='Print what dialect="auto" detects: the server kind, version, dialect and '
         "models. With --check, send one tiny request per constraint kind and report whether "
         'the server enforced it, or returned output that does not validate ("ignored by '
-        'server"), or rejected it, or whether the dialect cannot express it at all.',
+        'server"), or rejected it, or whether the dialect cannot express it at all (or its '
+        "fields are ones this release of the server ignores: then nothing is sent).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=_examples(
             "lmclient probe http://127.0.0.1:8000/v1",
@@ -313,17 +295,17 @@ def _generate(args: argparse.Namespace) -> int:
     prompt = _prompt(args.prompt)
     endpoint: Endpoint = "completions" if args.completions else "chat"
     params = _params(args)
-    with _client(args, args.model, args.dialect) as client:
+    with make_client(args, args.model, args.dialect) as client:
         if args.stream:
             return _stream(client, prompt, output_type, endpoint, params)
         if args.n is not None:
             params["n"] = args.n
         response = client.create(prompt, output_type, endpoint=endpoint, **params)
     if args.full:
-        _print_json(response)
+        print_json(response)
     elif len(response.values) > 1:  # JSON lines: a multi-line text stays on one line
         for value in response.values:
-            _print_json(value)
+            print_json(value)
     else:
         _print_value(response.value, as_text)
     return EXIT_OK
@@ -357,26 +339,27 @@ def _prompt(given: str | None) -> str:
 def _output_type(args: argparse.Namespace) -> tuple[Any, bool]:
     """The output type the flags ask for, checked now (a bad regex or schema is a usage error,
     found before any request), and whether its values are text to print as is."""
-    from . import _types as types
+    from ._markers import Choice, Grammar, JsonSchema, Regex
+    from ._types import compile_output
 
     if args.syntax is not None and args.grammar is None:
         raise UsageError("--syntax needs --grammar")
     try:
         output_type: Any
         if args.schema is not None:
-            output_type = types.JsonSchema(_schema(args.schema))
+            output_type = JsonSchema(_schema(args.schema))
         elif args.regex is not None:
-            output_type = types.Regex(args.regex)
+            output_type = Regex(args.regex)
         elif args.choice is not None:
-            output_type = types.Choice(args.choice)
+            output_type = Choice(args.choice)
         elif args.grammar is not None:
             text = _read_file(args.grammar, "grammar")
-            output_type = types.Grammar(text, syntax=args.syntax or "gbnf")
+            output_type = Grammar(text, syntax=args.syntax or "gbnf")
         elif args.type is not None:
             output_type = {"int": int, "float": float, "bool": bool, "json": Any}[args.type]
         else:
             output_type = str
-        types.compile_output(output_type)  # compiles a JsonSchema's schema: errors now
+        compile_output(output_type)  # compiles a JsonSchema's schema: errors now
     except (TypeError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     as_text = args.schema is None and args.type is None
@@ -409,13 +392,13 @@ def _params(args: argparse.Namespace) -> dict[str, Any]:
     return {name: value for name, value in given.items() if value is not None}
 
 
-def _client(args: argparse.Namespace, model: str | None, dialect: str) -> Client:
+def make_client(args: argparse.Namespace, model: str | None, dialect: str) -> Client:
     from ._client import Client
 
-    return Client(_base_url(args.url), model, api_key=args.api_key, dialect=dialect)
+    return Client(server_url(args.url), model, api_key=args.api_key, dialect=dialect)
 
 
-def _base_url(given: str | None) -> str:
+def server_url(given: str | None) -> str:
     from ._params import env_base_url
 
     url = env_base_url(given)
@@ -428,10 +411,10 @@ def _print_value(value: Any, as_text: bool) -> None:
     if as_text:
         print(value)
     else:
-        _print_json(value)
+        print_json(value)
 
 
-def _print_json(value: Any, file: IO[str] | None = None) -> None:
+def print_json(value: Any, file: IO[str] | None = None) -> None:
     import msgspec
 
     out = sys.stdout if file is None else file
@@ -447,7 +430,7 @@ def _batch(args: argparse.Namespace) -> int:
 
     output_type, _ = _output_type(args)
     prompts = _read_prompts(args.input, completions=args.completions)
-    with _client(args, args.model, args.dialect) as client:
+    with make_client(args, args.model, args.dialect) as client:
         out = sys.stdout if args.output is None else _open_output(args.output)
         try:
             with Progress(len(prompts), label="batch") as progress:
@@ -527,7 +510,7 @@ class _InOrder:
         self._progress(index, result)
         self._waiting[index] = result
         while self._next in self._waiting:
-            _print_json(_result_line(self._waiting.pop(self._next)), self._out)
+            print_json(_result_line(self._waiting.pop(self._next)), self._out)
             self._next += 1
 
 
@@ -547,186 +530,17 @@ def _result_line(result: Any) -> dict[str, Any]:
 # -- probe and models ------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class _Check:
-    """One constraint kind to check. lmclient validates every output type but grammars (it does
-    not parse them), so a grammar check carries its grammar's language as a regex.
-
-    Every valid answer is a few tokens long, so an enforcing server never reaches max_tokens,
-    except with JSON: servers let a model pad it with whitespace (a tiny model may do so until
-    max_tokens). So a JSON check lists its valid answers without whitespace, and a cut output
-    that is, without whitespace, the start of one of them shows an enforced constraint."""
-
-    name: str
-    output_type: Any
-    language: str | None = None
-    json_answers: tuple[str, ...] = ()
-
-    def padded_prefix(self, text: str) -> bool:
-        compact = "".join(text.split())
-        return bool(compact) and any(answer.startswith(compact) for answer in self.json_answers)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Row:
-    constraint: str
-    sent_as: str
-    result: str  # a key of _RESULT_WORDS
-    detail: str
-
-    def words(self) -> str:
-        if self.result in ("enforced", "unsupported"):
-            return _RESULT_WORDS[self.result]
-        if self.result == "ignored":
-            shown = self.detail if len(self.detail) <= 40 else self.detail[:40] + "…"
-            return f"ignored by server (got {shown!r})"
-        return f"{_RESULT_WORDS[self.result]} ({self.detail})"
-
-
-def _checks() -> list[_Check]:
-    from ._types import Choice, Grammar, JsonSchema, Regex
-
-    schema = {
-        "type": "object",
-        "properties": {"zq_k7": {"type": "integer", "minimum": 0, "maximum": 9}},
-        "required": ["zq_k7"],
-        "additionalProperties": False,
-    }
-    return [
-        _Check(
-            "json schema",
-            JsonSchema(schema),
-            json_answers=tuple(f'{{"zq_k7":{digit}}}' for digit in range(10)),
-        ),
-        _Check("regex", Regex(r"[a-z]{3}-[0-9]{4}-zz")),
-        _Check("choice", Choice(["xylo-7", "quib-3"])),
-        _Check("grammar gbnf", Grammar('root ::= "qz-" [0-9] [0-9] [0-9]'), r"qz-[0-9]{3}"),
-        _Check(
-            "grammar lark",
-            Grammar('start: "vx-418" | "vx-902"', syntax="lark"),
-            r"vx-418|vx-902",
-        ),
-        _Check("int", int),
-    ]
-
-
 def _probe(args: argparse.Namespace) -> int:
-    with _client(args, _PROBE_ONLY_MODEL, "auto") as client:
-        info = client.probe()  # exactly what a first call with dialect="auto" learns
-    url = _base_url(args.url)
-    report: dict[str, Any] = {
-        "url": url,
-        "kind": info.kind,
-        "version": info.version,
-        "dialect": info.dialect,
-        "models": info.models,
-    }
-    rows: list[_Row] = []
-    if args.check:
-        dialect = info.dialect if args.dialect == "auto" else args.dialect
-        model = args.model or _only_model(info)
-        endpoint: Endpoint = "completions" if args.completions else "chat"
-        with _client(args, model, dialect) as client:
-            rows = [_check(client, dialect, endpoint, check) for check in _checks()]
-        report["check"] = {
-            "dialect": dialect,
-            "model": model,
-            "endpoint": endpoint,
-            "results": [dataclasses.asdict(row) for row in rows],
-        }
-    if args.json:
-        _print_json(report)
-    else:
-        _print_probe(report, rows)
-    return EXIT_FAILED if any(row.result == "failed" for row in rows) else EXIT_OK
+    from ._cli_probe import probe  # only this command needs it
 
-
-def _only_model(info: ServerInfo) -> str:
-    if len(info.models) != 1:
-        served = ", ".join(info.models) or "none"
-        raise UsageError(f"the server serves {len(info.models)} models ({served}); pass --model")
-    return info.models[0]
-
-
-def _check(client: Client, dialect: str, endpoint: Endpoint, check: _Check) -> _Row:
-    """Send one constrained request and classify what came back."""
-    import re
-
-    from ._dialects import get_dialect
-    from ._types import compile_output
-    from .errors import (
-        APIError,
-        LMClientError,
-        TruncatedError,
-        UnsupportedConstraintError,
-        ValidationError,
-    )
-
-    try:
-        plan = get_dialect(dialect).plan(compile_output(check.output_type), endpoint)
-    except UnsupportedConstraintError as exc:
-        return _Row(check.name, "-", "unsupported", str(exc))
-    sent_as = ", ".join(_field_name(k, v) for k, v in plan.fields.items())
-    sent_as += " (emulated)" if plan.emulated else ""
-    try:
-        response: Response[Any] = client.create(
-            CHECK_PROMPT,
-            check.output_type,
-            endpoint=endpoint,
-            temperature=0.0,
-            max_tokens=CHECK_MAX_TOKENS,
-        )
-    except TruncatedError as exc:
-        found = "enforced" if check.padded_prefix(exc.text) else "ignored"
-        return _Row(check.name, sent_as, found, exc.text)
-    except ValidationError as exc:
-        return _Row(check.name, sent_as, "ignored", exc.text)
-    except APIError as exc:
-        return _Row(check.name, sent_as, "rejected", f"{exc.status_code}: {exc.message}")
-    except LMClientError as exc:
-        return _Row(check.name, sent_as, "failed", f"{type(exc).__name__}: {exc}")
-    if check.language is not None and re.fullmatch(check.language, response.text) is None:
-        return _Row(check.name, sent_as, "ignored", response.text)
-    return _Row(check.name, sent_as, "enforced", response.text)
-
-
-def _field_name(key: str, value: Any) -> str:
-    """A request field as the capability matrix (docs/servers.md) names it: ``guided_regex``,
-    ``structured_outputs.choice``, ``response_format json_schema``."""
-    if key == "response_format":
-        return f"{key} {value['type']}"
-    if key == "structured_outputs":
-        return f"{key}.{next(iter(value))}"
-    return key
-
-
-def _print_probe(report: dict[str, Any], rows: list[_Row]) -> None:
-    version = f" {report['version']}" if report["version"] else ""
-    lines = [
-        ("url", report["url"]),
-        ("server", f"{report['kind']}{version}"),
-        ("dialect", report["dialect"]),
-        ("models", ", ".join(report["models"]) or "(none listed)"),
-    ]
-    if "check" in report:
-        check = report["check"]
-        lines.append(("checked", f"{check['endpoint']} with dialect {check['dialect']}"))
-    for name, value in lines:
-        print(f"{name:<9}{value}")
-    if rows:
-        table = [("constraint", "sent as", "result")]
-        table += [(row.constraint, row.sent_as, row.words()) for row in rows]
-        widths = [max(len(line[i]) for line in table) for i in range(2)]
-        print()
-        for a, b, c in table:
-            print(f"{a:<{widths[0]}}  {b:<{widths[1]}}  {c}")
+    return probe(args)
 
 
 def _models(args: argparse.Namespace) -> int:
-    with _client(args, None, "auto") as client:  # listing models needs no dialect: no probes
+    with make_client(args, None, "auto") as client:  # listing models needs no dialect: no probes
         names = client.models()
     if args.json:
-        _print_json(names)
+        print_json(names)
     else:
         for name in names:
             print(name)

@@ -2,12 +2,11 @@
 
 `ClientCore` holds a client's configuration; `ClientCore.prepare` validates one call's input and
 returns a `Call`, which knows the bytes to send, the timeouts of the next attempt, how to turn the
-bytes received into a `Response` or a typed error, and whether (and when) to retry. `Client` and
-`AsyncClient` drive it with their transports and differ only in how they wait.
+bytes received into a `Response` or a typed error, and whether (and when) to retry. A `Lookup` is
+the same for the set-up requests (the model list, the probes), whose answers are plain values.
+`Client` and `AsyncClient` drive both with their transports and differ only in how they wait.
 
 Defaults, with their precedents:
-* 5 s to connect, 600 s between bytes: a connect to a local server is instant, but a model may
-  think for minutes before its first byte (the OpenAI SDK also reads for 600 s).
 * 2 retries with 0.5 s · 2^n backoff capped at 8 s, 25 % jitter, on 408/409/429/5xx but 501:
   the OpenAI SDK's policy, which users of these servers already live with.
 * 64 MiB response limit: far above any completion, low enough that garbage cannot exhaust memory.
@@ -16,13 +15,12 @@ Defaults, with their precedents:
 from __future__ import annotations
 
 import copy
-import email.utils
 import logging
-import math
+import os
 import random
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
 
 import httpx
 import msgspec
@@ -30,129 +28,24 @@ import msgspec
 from . import errors
 from ._config import client_headers, client_url
 from ._dialects import PROBE_PATHS, Dialect, Endpoint, Plan, ServerInfo, detect, get_dialect
-from ._params import env_api_key, env_base_url
-from ._protocol import (
-    ChatCompletion,
-    Completion,
-    ModelList,
-    StreamChunk,
-    TokenLogprob,
-    Usage,
-    error_info,
-)
+from ._extra import merge_extra
+from ._params import CALL_PARAMS, Timeouts, check_params, env_api_key, env_base_url
+from ._protocol import ChatCompletion, Completion, ModelList, TokenLogprob, Usage
 from ._response import Response
-from ._sse import ServerSentEvent, SSEDecoder
+from ._status import api_error
 from ._types import DECODE_ERRORS, OutputSpec, compile_output
 from .errors import ConfigurationError
 
-__all__ = ["Call", "ClientCore", "PreparedRequest", "StreamState", "Timeouts"]
+__all__ = ["Call", "ClientCore", "Lookup", "PreparedRequest"]
 
 log = logging.getLogger("lmclient")
 
-DEFAULT_CONNECT_TIMEOUT = 5.0
-DEFAULT_READ_TIMEOUT = 600.0
 DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 MAX_RETRY_AFTER = 60.0  # a server asking for a longer pause gets an error, not a hung call
 PROBE_TIMEOUT = 2.0  # a server that is up answers a probe at once; one that is not, fails fast
 
-_NUMBER = (int, float)
-# Per-call parameters sent to the server, with the types they accept. A name not here is a
-# TypeError: servers silently ignore unknown fields, so a typo must not travel.
-_BODY_PARAMS: dict[str, tuple[type, ...]] = {
-    "max_tokens": (int,),
-    "temperature": _NUMBER,
-    "top_p": _NUMBER,
-    "n": (int,),
-    "stop": (str, list, tuple),
-    "seed": (int,),
-    "logprobs": (bool,),
-    "top_logprobs": (int,),
-    "presence_penalty": _NUMBER,
-    "frequency_penalty": _NUMBER,
-}
-_CALL_PARAMS: dict[str, tuple[type, ...]] = {
-    "timeout": (int, float, httpx.Timeout),
-    "deadline": _NUMBER,
-    "max_retries": (int,),
-    "max_reasks": (int,),
-    "extra_body": (dict,),
-}
-PARAMS = {**_BODY_PARAMS, **_CALL_PARAMS}
-
-
-def check_params(where: str, params: Mapping[str, Any], *, allow_n: bool = False) -> None:
-    """Reject misspelt or mistyped per-call parameters before anything is sent."""
-    for name, value in params.items():
-        accepted = PARAMS.get(name)
-        if accepted is None or (name == "n" and not allow_n):
-            hint = " (n is a parameter of create() only)" if name == "n" else ""
-            raise TypeError(f"{where}() got an unexpected keyword argument {name!r}{hint}")
-        if value is None:
-            continue
-        if (isinstance(value, bool) and bool not in accepted) or not isinstance(value, accepted):
-            names = " or ".join(t.__name__ for t in accepted)
-            raise TypeError(f"{where}(): {name} must be {names}, not {type(value).__name__}")
-        problem = _value_problem(name, value)
-        if problem:
-            raise ValueError(f"{where}(): {name} {problem}, not {value!r}")
-
-
-def _value_problem(name: str, value: Any) -> str | None:
-    if name == "stop" and not isinstance(value, str):
-        return None if all(isinstance(s, str) for s in value) else "must be a str or list of str"
-    if name in ("max_tokens", "n") and value < 1:
-        return "must be at least 1"
-    if name in ("top_logprobs", "max_retries", "max_reasks") and value < 0:
-        return "must not be negative"
-    if name in ("deadline", "timeout") and isinstance(value, _NUMBER) and value <= 0:
-        return "must be a positive number of seconds"
-    return None
-
-
-class Timeouts(msgspec.Struct, frozen=True):
-    """Per-phase timeouts of one attempt, in seconds."""
-
-    connect: float
-    read: float
-    write: float
-    pool: float
-
-    @classmethod
-    def from_user(cls, value: float | httpx.Timeout | None) -> Timeouts:
-        if value is None:
-            return cls(
-                DEFAULT_CONNECT_TIMEOUT,
-                DEFAULT_READ_TIMEOUT,
-                DEFAULT_READ_TIMEOUT,
-                DEFAULT_READ_TIMEOUT,
-            )
-        if isinstance(value, httpx.Timeout):
-            inf = math.inf
-            return cls(
-                value.connect or inf, value.read or inf, value.write or inf, value.pool or inf
-            )
-        seconds = float(value)  # one number bounds every phase, as in httpx
-        return cls(seconds, seconds, seconds, seconds)
-
-    def capped(self, remaining: float) -> Timeouts:
-        return Timeouts(
-            min(self.connect, remaining),
-            min(self.read, remaining),
-            min(self.write, remaining),
-            min(self.pool, remaining),
-        )
-
-    def as_httpx(self) -> dict[str, float | None]:
-        return {
-            k: (None if math.isinf(v) else v)
-            for k, v in (
-                ("connect", self.connect),
-                ("read", self.read),
-                ("write", self.write),
-                ("pool", self.pool),
-            )
-        }
+V = TypeVar("V")
 
 
 class PreparedRequest(msgspec.Struct, frozen=True):
@@ -208,8 +101,11 @@ class ClientCore:
         self.root_url = self.base_url.removesuffix("/v1")  # where servers answer probes
         self.host = url.host
         self.model = model
-        self.dialect: Dialect | None = None if dialect == "auto" else get_dialect(dialect)
+        # A dialect that some releases of its server ignore waits for the probes (`check_server`).
+        self.forced = None if dialect == "auto" else get_dialect(dialect)
+        self.dialect = None if self.forced is None or self.forced.probe_first else self.forced
         self.server_info: ServerInfo | None = None
+        self.caveat = ""  # what the errors of invalid output add (`Dialect.caveat`)
         self.timeouts = Timeouts.from_user(timeout)
         self.deadline = deadline
         self.max_retries = max_retries
@@ -217,6 +113,11 @@ class ClientCore:
         self.max_response_bytes = max_response_bytes
         self._get_headers = list(hdrs.items())
         self._post_headers = [*self._get_headers, ("content-type", "application/json")]
+        self._plans: dict[tuple[OutputSpec[Any], str, Dialect], _Planned] = {}
+        self._urls = {
+            "chat": self.base_url + "/chat/completions",
+            "completions": self.base_url + "/completions",
+        }
 
     def __repr__(self) -> str:  # never the API key
         dialect = "auto" if self.dialect is None else self.dialect.name
@@ -229,26 +130,25 @@ class ClientCore:
         """Model and dialect are known, so a call needs no set-up requests first."""
         return self.model is not None and self.dialect is not None
 
-    def models_call(self, **params: Any) -> Call:
-        """A call that lists the served models (``GET /v1/models``)."""
+    def models_call(self, **params: Any) -> Lookup[list[str]]:
+        """A request for the ids of the served models (``GET /v1/models``)."""
         request = PreparedRequest("GET", self.base_url + "/models", self._get_headers)
-        return Call(self, request, None, None, "models", params)
+        return Lookup(self, request, _model_ids, params)
 
-    def probe_calls(self) -> list[Call]:
-        """One short call per probe path, then the model list; a probe is never retried."""
+    def probe_calls(self) -> list[Lookup[Any]]:
+        """One short request per probe path (each answers a JSON object), then the model list;
+        a probe is never retried."""
         quick = {"timeout": PROBE_TIMEOUT, "max_retries": 0}
-        calls = [
-            Call(
+        probes: list[Lookup[Any]] = [
+            Lookup(
                 self,
                 PreparedRequest("GET", self.root_url + path, self._get_headers),
-                None,
-                None,
-                "probe",
+                _json_object,
                 quick,
             )
             for path in PROBE_PATHS
         ]
-        return [*calls, self.models_call(**quick)]
+        return [*probes, self.models_call(**quick)]
 
     def adopt_probes(self, answers: Sequence[Any]) -> ServerInfo:
         """Learn from the answers to `probe_calls` (``None`` where one failed): the dialect, if
@@ -258,7 +158,8 @@ class ClientCore:
         info = detect(self.host, found, models if isinstance(models, list) else [])
         self.server_info = info
         if self.dialect is None:
-            self.dialect = get_dialect(info.dialect)
+            self.dialect = self.forced or get_dialect(info.dialect)
+            self.caveat = self.dialect.caveat(info)
         if self.model is None and len(info.models) == 1:
             self.model = info.models[0]
         return info
@@ -284,20 +185,45 @@ class ClientCore:
         params: Mapping[str, Any],
     ) -> OutputSpec[Any]:
         """Every check of a call's input that needs no server: run before any request."""
-        check_params(where, params, allow_n=where == "create")
+        return self._checked(where, prompt, output_type, endpoint, params)[0]
+
+    def _checked(
+        self,
+        where: str,
+        prompt: Any,
+        output_type: Any,
+        endpoint: Endpoint,
+        params: Mapping[str, Any],
+    ) -> tuple[OutputSpec[Any], _Planned | None, list[Any] | None]:
+        """`validate`, with what its checks computed: the prompt's messages, if it was given as
+        messages, and the plan once the dialect is known."""
+        if params:
+            check_params(where, params, allow_n=where == "create")
         spec = compile_output(output_type)
+        messages = None  # a prompt given as messages (a str is one user message)
         if endpoint == "chat":
-            _messages(prompt)
+            if not isinstance(prompt, str):
+                messages = _messages(prompt)
         elif endpoint != "completions":
             raise ValueError(f"endpoint must be 'chat' or 'completions', not {endpoint!r}")
         elif not isinstance(prompt, str):
             raise TypeError("complete() takes a str prompt")
-        if self.dialect is not None:  # the dialect's refusals now, not after I/O
-            self.dialect.plan(spec, endpoint)
-            extra = params.get("extra_body") or self.defaults.get("extra_body")
-            if extra:
-                self.dialect.check_extra(extra, endpoint)
-        return spec
+        dialect = self.dialect or self.forced  # only forced: not probed yet, or a batch file's
+        if dialect is None:
+            return spec, None, messages
+        key = (spec, endpoint, dialect)
+        planned = self._plans.get(key)
+        if planned is None:  # the dialect's refusals now, not after I/O
+            planned = _Planned(dialect, dialect.plan(spec, endpoint))
+            if len(self._plans) >= 256:  # bounded: output types made anew on every call
+                self._plans.clear()
+            self._plans[key] = planned
+        dialect.check_server(self.server_info, planned.plan, endpoint)
+        extra = params.get("extra_body") or self.defaults.get("extra_body")
+        if extra:
+            dialect.check_extra(extra, endpoint)
+            merge_extra({}, extra, planned.plan.fields)  # its refusals, before any request
+        return spec, planned, messages
 
     def batch(
         self,
@@ -334,46 +260,91 @@ class ClientCore:
     ) -> Call:
         """Validate a call's input and build its request, once the client is `ready`; raises
         before anything is sent."""
-        spec = self.validate(where, prompt, output_type, endpoint, params)
-        assert self.dialect is not None, "set-up (model, dialect) must come first"
-        plan = self.dialect.plan(spec, endpoint)
+        spec, planned, messages = self._checked(where, prompt, output_type, endpoint, params)
+        assert planned is not None, "set-up (model, dialect) must come first"
         merged = {**self.defaults, **params} if self.defaults else params
+        if merged or messages is not None:
+            data = _encode(self._body(prompt, messages, endpoint, merged, stream, planned))
+        else:  # the usual call: one prompt, no parameters
+            template = planned.templates[stream]
+            if template is None or template[0] is not self.model:
+                template = planned.templates[stream] = self._template(endpoint, stream, planned)
+            data = template[1] + _encode(prompt) + template[2]
+        request = PreparedRequest("POST", self._urls[endpoint], self._post_headers, data)
+        return Call(self, request, spec, planned.plan, endpoint, merged)
+
+    def _body(
+        self,
+        prompt: Any,
+        messages: list[Any] | None,
+        endpoint: Endpoint,
+        params: Mapping[str, Any],
+        stream: bool,
+        planned: _Planned,
+    ) -> dict[str, Any]:
+        """The request body; ``messages`` are the prompt's when it was given as messages."""
         body: dict[str, Any] = {"model": self.model}
-        if endpoint == "chat":
-            body["messages"] = _messages(prompt)
-        else:
+        if endpoint == "completions":
             body["prompt"] = prompt
-        for name, value in merged.items():
-            if value is None or name in _CALL_PARAMS:
-                continue
-            if name == "logprobs" and endpoint == "completions":
-                if value:  # legacy completions: logprobs is the number of alternatives
-                    body["logprobs"] = merged.get("top_logprobs") or 0
-            elif name == "top_logprobs" and endpoint == "completions":
-                continue
-            else:
-                body[name] = list(value) if name == "stop" and isinstance(value, tuple) else value
+        else:
+            body["messages"] = messages or [{"role": "user", "content": prompt}]
+        if params:
+            _add_params(body, params, endpoint)
         if stream:
             body["stream"] = True
-            if self.dialect.stream_usage:
+            if planned.dialect.stream_usage:
                 body["stream_options"] = {"include_usage": True}
-        body.update(plan.fields)
-        extra = merged.get("extra_body")
+        body.update(planned.fields)
+        extra = params.get("extra_body")
         if extra:
-            self.dialect.check_extra(extra, endpoint)
-            body.update(extra)
-        request = PreparedRequest(
-            "POST",
-            self.base_url + ("/chat/completions" if endpoint == "chat" else "/completions"),
-            self._post_headers,
-            msgspec.json.encode(body),
-        )
-        return Call(self, request, spec, plan, endpoint, merged)
+            merge_extra(body, extra, planned.plan.fields)
+        return body
+
+    def _template(
+        self, endpoint: Endpoint, stream: bool, planned: _Planned
+    ) -> tuple[str | None, bytes, bytes]:
+        """The usual call's body cut around its prompt, for this model: the same bytes on every
+        call but the prompt, which is encoded alone and put between them."""
+        encoded = _encode(self._body(_MARK, None, endpoint, {}, stream, planned))
+        head, mark, tail = encoded.partition(_encode(_MARK))
+        assert mark and tail.find(mark) < 0, "the mark is random: nothing else holds it"
+        return self.model, head, tail
 
 
-def _messages(prompt: str | Sequence[Mapping[str, Any]]) -> list[Any]:
-    if isinstance(prompt, str):
-        return [{"role": "user", "content": prompt}]
+def _add_params(body: dict[str, Any], params: Mapping[str, Any], endpoint: Endpoint) -> None:
+    """The per-call parameters that go in the body, as each endpoint spells them."""
+    for name, value in params.items():
+        if value is None or name in CALL_PARAMS:
+            continue
+        if name == "logprobs" and endpoint == "completions":
+            if value:  # legacy completions: logprobs is the number of alternatives
+                body["logprobs"] = params.get("top_logprobs") or 0
+        elif name == "top_logprobs" and endpoint == "completions":
+            continue
+        else:
+            body[name] = list(value) if name == "stop" and isinstance(value, tuple) else value
+
+
+_encode = msgspec.json.Encoder().encode
+_MARK = "\x00" + os.urandom(8).hex()  # where a template's prompt goes; random, so no field holds it
+
+
+class _Planned:
+    """A dialect's plan for one output type and endpoint, with its fields encoded once (a type's
+    schema is most of a request body, and the same on every call), and the templates of the
+    usual body, without and with ``stream`` (`ClientCore._template`)."""
+
+    __slots__ = ("dialect", "fields", "plan", "templates")
+
+    def __init__(self, dialect: Dialect, plan: Plan) -> None:
+        self.dialect = dialect
+        self.plan = plan
+        self.fields = {name: msgspec.Raw(_encode(value)) for name, value in plan.fields.items()}
+        self.templates: list[tuple[str | None, bytes, bytes] | None] = [None, None]
+
+
+def _messages(prompt: Any) -> list[Any]:
+    """A prompt given as messages, checked; a copy, so the caller's list is not the body's."""
     if isinstance(prompt, Sequence) and prompt:
         messages = list(prompt)
         for m in messages:
@@ -383,33 +354,36 @@ def _messages(prompt: str | Sequence[Mapping[str, Any]]) -> list[Any]:
     raise TypeError("prompt must be a str or a non-empty list of message dicts")
 
 
-class Call:
-    """One call's state across attempts: what to send, when to give up, what came back."""
+class Attempts:
+    """One request's attempts: the timeouts of the next one, when to give up, whether to retry."""
+
+    __slots__ = (
+        "_attempt_started",
+        "_timeouts",
+        "deadline_at",
+        "max_response_bytes",
+        "max_retries",
+        "request",
+        "retries",
+    )
 
     def __init__(
-        self,
-        core: ClientCore,
-        request: PreparedRequest,
-        spec: OutputSpec[Any] | None,
-        plan: Plan | None,
-        endpoint: Literal["chat", "completions", "models", "probe"],
-        params: Mapping[str, Any],
+        self, core: ClientCore, request: PreparedRequest, params: Mapping[str, Any]
     ) -> None:
         self.request = request
-        self.spec = spec
-        self.plan = plan
-        self.endpoint = endpoint
         self.retries = 0
-        self.max_retries: int = params.get("max_retries", core.max_retries)
-        self.reasks = 0
-        self.max_reasks: int = params.get("max_reasks", core.max_reasks)
-        self.attempts: list[str] = []  # texts of the answers re-asked so far
         self._attempt_started = 0.0
-        timeout = params.get("timeout")
-        self._timeouts = core.timeouts if timeout is None else Timeouts.from_user(timeout)
-        deadline = params.get("deadline", core.deadline)
-        self.deadline_at: float | None = None if deadline is None else time.monotonic() + deadline
         self.max_response_bytes = core.max_response_bytes
+        if params:
+            self.max_retries: int = params.get("max_retries", core.max_retries)
+            timeout = params.get("timeout")
+            self._timeouts = core.timeouts if timeout is None else Timeouts.from_user(timeout)
+            deadline = params.get("deadline", core.deadline)
+        else:  # the common call: the client's settings
+            self.max_retries = core.max_retries
+            self._timeouts = core.timeouts
+            deadline = core.deadline
+        self.deadline_at: float | None = None if deadline is None else time.monotonic() + deadline
 
     def timeouts(self) -> Timeouts:
         """Timeouts of the next attempt, shortened to what is left of the deadline."""
@@ -420,24 +394,6 @@ class Call:
         if remaining <= 0:
             raise errors.APITimeoutError("the call's deadline expired")
         return self._timeouts.capped(remaining)
-
-    def finish(self, status: int, headers: Mapping[str, str], body: bytes) -> Response[Any]:
-        """Turn a complete HTTP response into a `Response` or raise its typed error."""
-        if log.isEnabledFor(logging.DEBUG):
-            self.log_attempt(status, headers)
-        if status >= 300:
-            raise api_error(status, headers, body)
-        if self.endpoint == "probe":
-            return Response(
-                [_decode_wire(dict[str, Any], body)], [""], [None], None, None, None, None
-            )
-        if self.endpoint == "models":
-            models = _decode_wire(ModelList, body)
-            return Response([[m.id for m in models.data]], [""], [None], None, None, None, models)
-        assert self.spec is not None and self.plan is not None
-        if self.endpoint == "chat":
-            return self._chat(_decode_wire(ChatCompletion, body))
-        return self._completion(_decode_wire(Completion, body))
 
     def backoff(self, exc: errors.LMClientError) -> float:
         """The pause before retrying after ``exc``; re-raises ``exc`` if it must not be retried."""
@@ -483,6 +439,75 @@ class Call:
             headers.get("x-request-id"),
         )
 
+
+class Lookup(Attempts, Generic[V]):
+    """A set-up request (the model list, a probe): its answer is a plain value, not a `Response`."""
+
+    __slots__ = ("_decode",)
+
+    def __init__(
+        self,
+        core: ClientCore,
+        request: PreparedRequest,
+        decode: Callable[[bytes], V],
+        params: Mapping[str, Any],
+    ) -> None:
+        super().__init__(core, request, params)
+        self._decode = decode
+
+    def finish(self, status: int, headers: Mapping[str, str], body: bytes) -> V:
+        """The decoded answer of a complete HTTP response, or its typed error."""
+        if log.isEnabledFor(logging.DEBUG):
+            self.log_attempt(status, headers)
+        if status >= 300:
+            raise api_error(status, headers, body)
+        return self._decode(body)
+
+
+def _model_ids(body: bytes) -> list[str]:
+    return [m.id for m in _decode_wire(_MODEL_LIST, body).data]
+
+
+def _json_object(body: bytes) -> dict[str, Any]:
+    answer: dict[str, Any] = _decode_wire(_JSON_OBJECT, body)
+    return answer
+
+
+class Call(Attempts):
+    """One generation's state across attempts: what to send, when to give up, what came back."""
+
+    __slots__ = ("attempts", "caveat", "endpoint", "max_reasks", "plan", "reasks", "spec")
+
+    def __init__(
+        self,
+        core: ClientCore,
+        request: PreparedRequest,
+        spec: OutputSpec[Any],
+        plan: Plan,
+        endpoint: Endpoint,
+        params: Mapping[str, Any],
+    ) -> None:
+        Attempts.__init__(self, core, request, params)  # not super(): cheaper, on every call
+        self.spec = spec
+        self.plan = plan
+        self.endpoint = endpoint
+        self.reasks = 0
+        self.max_reasks: int = (
+            params.get("max_reasks", core.max_reasks) if params else core.max_reasks
+        )
+        self.attempts: list[str] = []  # texts of the answers re-asked so far
+        self.caveat = core.caveat
+
+    def finish(self, status: int, headers: Mapping[str, str], body: bytes) -> Response[Any]:
+        """Turn a complete HTTP response into a `Response` or raise its typed error."""
+        if log.isEnabledFor(logging.DEBUG):
+            self.log_attempt(status, headers)
+        if status >= 300:
+            raise api_error(status, headers, body)
+        if self.endpoint == "chat":
+            return self._chat(_decode_wire(_CHAT, body))
+        return self._completion(_decode_wire(_COMPLETION, body))
+
     def reask(self, exc: errors.ValidationError) -> Call:
         """The call that asks again after an invalid answer, with that answer and the reason
         appended as a correction request; re-raises ``exc`` (carrying every attempt's text)
@@ -520,9 +545,21 @@ class Call:
     # -- response bodies -------------------------------------------------------------------
 
     def _chat(self, wire: ChatCompletion) -> Response[Any]:
-        if not wire.choices:
-            raise errors.ProtocolError("the response has no choices")
         choices = wire.choices
+        if len(choices) == 1:
+            first = choices[0]
+            msg = first.message
+            text = msg.content
+            if (
+                text
+                and first.finish_reason == "stop"
+                and not msg.refusal
+                and first.logprobs is None
+            ):
+                reasoning = msg.reasoning or msg.reasoning_content
+                return self._one(text, wire.usage, wire.model, wire.id, wire, reasoning)
+        elif not choices:
+            raise errors.ProtocolError("the response has no choices")
         if len(choices) > 1:
             choices = sorted(choices, key=lambda c: c.index)
         first = choices[0]
@@ -542,9 +579,15 @@ class Call:
         )
 
     def _completion(self, wire: Completion) -> Response[Any]:
-        if not wire.choices:
+        choices = wire.choices
+        if len(choices) == 1:
+            only = choices[0]
+            text = only.text
+            if text and only.finish_reason == "stop" and only.logprobs is None:
+                return self._one(text, wire.usage, wire.model, wire.id, wire, None)
+        elif not choices:
             raise errors.ProtocolError("the response has no choices")
-        choices = sorted(wire.choices, key=lambda c: c.index)
+        choices = sorted(choices, key=lambda c: c.index)
         first = choices[0].logprobs
         return self.result(
             [c.text or "" for c in choices],
@@ -554,6 +597,35 @@ class Call:
             id=wire.id,
             raw=wire,
             logprobs=first.normalized() if first is not None else None,
+        )
+
+    def _one(
+        self,
+        text: str,
+        usage: Usage | None,
+        model: str | None,
+        id: str | None,
+        raw: Any,
+        reasoning: str | None,
+    ) -> Response[Any]:
+        """`result` for the common answer: one choice, ended by "stop", with content, without
+        a refusal or logprobs, so that only its decoding can fail."""
+        try:
+            value = self.plan.decode(text)
+        except errors.ValidationError as exc:
+            raise self.explained(exc) from None
+        return Response(
+            [value],
+            [text],
+            ["stop"],
+            usage,
+            model,
+            id,
+            raw,
+            reasoning,
+            None,
+            self.retries,
+            self.reasks,
         )
 
     def result(
@@ -570,7 +642,6 @@ class Call:
         logprobs: list[TokenLogprob] | None = None,
     ) -> Response[Any]:
         """Validate every choice's text into the output type; the same for bodies and streams."""
-        assert self.spec is not None and self.plan is not None
         if refusal:
             raise errors.RefusalError(refusal, text=texts[0], output_type=self._type)
         constrained = self.spec.kind != "text"
@@ -585,7 +656,9 @@ class Call:
             if reason == "abort":  # SGLang aborts a request it cannot finish
                 raise errors.ServerError("the server aborted the generation", status_code=200)
             if reason == "length" and constrained:
-                raise errors.TruncatedError(text=text, output_type=self._type, usage=usage)
+                raise self.explained(
+                    errors.TruncatedError(text=text, output_type=self._type, usage=usage)
+                )
             if not text and reasoning and constrained:
                 raise errors.ValidationError(
                     "the message content is empty but reasoning is present: the model may "
@@ -598,7 +671,7 @@ class Call:
             except errors.ValidationError as exc:
                 if len(texts) > 1:
                     exc.attempts = list(texts)
-                raise
+                raise self.explained(exc) from None  # the same exception, its message completed
         return Response(
             values,
             texts,
@@ -613,203 +686,25 @@ class Call:
             self.reasks,
         )
 
+    def explained(self, exc: errors.ValidationError) -> errors.ValidationError:
+        """``exc``, its message followed by the set-up's caveat, if any."""
+        if self.caveat:
+            exc.args = (f"{exc}; {self.caveat}",)
+        return exc
+
     @property
     def _type(self) -> Any:
-        return None if self.spec is None else self.spec.output_type
+        return self.spec.output_type
 
 
-def _decode_wire(tp: type[Any], body: bytes) -> Any:
+_CHAT = msgspec.json.Decoder(ChatCompletion)
+_COMPLETION = msgspec.json.Decoder(Completion)
+_MODEL_LIST = msgspec.json.Decoder(ModelList)
+_JSON_OBJECT = msgspec.json.Decoder(dict[str, Any])
+
+
+def _decode_wire(decoder: msgspec.json.Decoder[Any], body: bytes) -> Any:
     try:
-        return msgspec.json.decode(body, type=tp)
+        return decoder.decode(body)
     except DECODE_ERRORS as exc:
         raise errors.ProtocolError(f"unexpected response body ({exc})", body=body) from None
-
-
-_STATUS_ERRORS: dict[int, type[errors.APIError]] = {
-    400: errors.BadRequestError,
-    422: errors.BadRequestError,
-    401: errors.AuthenticationError,
-    403: errors.PermissionDeniedError,
-    404: errors.NotFoundError,
-    429: errors.RateLimitError,
-    424: errors.ServerError,  # TGI: generation error
-}
-
-
-def api_error(status: int, headers: Mapping[str, str], body: bytes) -> errors.APIError:
-    """The typed error for an error response, from any server's envelope."""
-    try:
-        decoded: Any = msgspec.json.decode(body)
-    except DECODE_ERRORS:
-        decoded = body.decode("utf-8", "replace")
-    info = error_info(decoded)
-    if info is not None:
-        message, kind, code, param = info.message, info.type, info.code, info.param
-    else:
-        text = decoded.strip() if isinstance(decoded, str) else ""
-        message = text[:500] or f"HTTP {status}"
-        kind = code = param = None
-    cls = _STATUS_ERRORS.get(status) or (errors.ServerError if status >= 500 else errors.APIError)
-    exc = cls(
-        message,
-        status_code=status,
-        type=kind,
-        code=code,
-        param=param,
-        body=decoded,
-        request_id=headers.get("x-request-id"),
-        retry_after=retry_after(headers),
-        should_retry={"true": True, "false": False}.get(headers.get("x-should-retry", "")),
-    )
-    return exc
-
-
-def retry_after(headers: Mapping[str, str]) -> float | None:
-    """The delay a server asked for: ``retry-after-ms``, then ``Retry-After`` (seconds or date)."""
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            return max(float(ms) / 1000, 0.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(when.timestamp() - time.time(), 0.0)
-
-
-class StreamState:
-    """A stream's pure state: SSE bytes in, content deltas out; the validated result at the end.
-
-    Only choice 0 is followed (``n`` is a parameter of `create` only). Bytes after ``[DONE]``
-    are read and ignored, so the connection can go back to the pool.
-    """
-
-    __slots__ = (
-        "_call",
-        "_decoder",
-        "_parts",
-        "_reasoning",
-        "_refusal",
-        "_sse",
-        "done",
-        "events",
-        "finish_reason",
-        "id",
-        "model",
-        "usage",
-    )
-
-    _chunks = msgspec.json.Decoder(StreamChunk)
-
-    def __init__(self, call: Call) -> None:
-        self._call = call
-        self._sse = SSEDecoder()
-        self._parts: list[str] = []
-        self._reasoning: list[str] = []
-        self._refusal: list[str] = []
-        self.done = False
-        self.events = 0
-        self.finish_reason: str | None = None
-        self.usage: Usage | None = None
-        self.id: str | None = None
-        self.model: str | None = None
-
-    @property
-    def text(self) -> str:
-        return "".join(self._parts)
-
-    @property
-    def call(self) -> Call:
-        return self._call
-
-    def feed(self, data: bytes) -> list[str]:
-        out: list[str] = []
-        for event in self._sse.feed(data):
-            self._event(event, out)
-        return out
-
-    def end(self) -> list[str]:
-        """The byte stream ended: flush, and insist that it ended properly."""
-        out: list[str] = []
-        for event in self._sse.close():
-            self._event(event, out)
-        if not self.done and self.finish_reason is None:
-            raise errors.ProtocolError(
-                "the stream ended before [DONE] and before a finish_reason", body=self.text
-            )
-        self.done = True
-        return out
-
-    def result(self) -> Response[Any]:
-        return self._call.result(
-            [self.text],
-            [self.finish_reason],
-            usage=self.usage,
-            model=self.model,
-            id=self.id,
-            raw=None,
-            reasoning="".join(self._reasoning) or None,
-            refusal="".join(self._refusal) or None,
-        )
-
-    def _event(self, event: ServerSentEvent, out: list[str]) -> None:
-        if self.done:
-            return
-        self.events += 1
-        data = event.data
-        if data == b"[DONE]":
-            self.done = True
-            return
-        if event.event == "error":
-            raise _event_error(data)
-        try:
-            chunk = self._chunks.decode(data)
-        except DECODE_ERRORS as exc:
-            raise errors.ProtocolError(f"bad stream event ({exc})", body=data) from None
-        if chunk.error is not None:
-            raise _event_error(data)
-        if chunk.usage is not None:
-            self.usage = chunk.usage
-        self.id = chunk.id or self.id
-        self.model = chunk.model or self.model
-        for choice in chunk.choices:
-            if choice.index != 0:
-                continue
-            delta = choice.delta
-            text = choice.text if delta is None else delta.content
-            if text:
-                self._parts.append(text)
-                out.append(text)
-            if delta is not None:
-                thought = delta.reasoning or delta.reasoning_content
-                if thought:
-                    self._reasoning.append(thought)
-                if delta.refusal:
-                    self._refusal.append(delta.refusal)
-            if choice.finish_reason:
-                self.finish_reason = choice.finish_reason
-
-
-def _event_error(data: bytes) -> errors.APIError:
-    """An error event inside a 200 stream, typed by the status code it carries (else 5xx)."""
-    status = 500
-    try:
-        decoded = msgspec.json.decode(data)
-    except DECODE_ERRORS:
-        decoded = None
-    inner = decoded.get("error", decoded) if isinstance(decoded, dict) else None
-    code = inner.get("code") if isinstance(inner, dict) else None
-    if isinstance(code, int) and not isinstance(code, bool) and 400 <= code <= 599:
-        status = code
-    if isinstance(decoded, dict) and not isinstance(decoded.get("error"), (dict, str)):
-        data = msgspec.json.encode({"error": decoded})  # legacy `error:` field: the object itself
-    return api_error(status, {}, data)

@@ -11,12 +11,15 @@ from each server's own source (request models and handlers), version by version.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any, Literal
 
 import msgspec
 
-from ._types import OutputSpec, gbnf_alternation, regex_alternation, search_anchored
+from ._patterns import gbnf_alternation, regex_alternation, search_anchored
+from ._servers import SERVERS, Server
+from ._types import OutputSpec
 from .errors import UnsupportedConstraintError
 
 __all__ = [
@@ -61,24 +64,66 @@ class Dialect:
     object_root: bool = False
     stream_usage: bool = True  # reads stream_options.include_usage
     constrained_endpoints: frozenset[str] = frozenset({"chat", "completions"})
-    # Fields the server accepts and silently ignores (200, as if never sent): refused in
-    # extra_body, where a user would count on them. `reads`, where known, is the whole set of
-    # fields the server reads at all (Ollama's Go decoder drops every other key).
-    ignores: frozenset[str] = frozenset()
-    ignores_on_completions: frozenset[str] = frozenset()
-    reads: frozenset[str] | None = None
+
+    @functools.cached_property
+    def server(self) -> Server | None:
+        """The server this dialect speaks to, from the table of servers; ``None`` for the
+        dialects of many servers (generic, lmstudio, openai), whose ignored fields are unknown."""
+        return SERVERS.get(self.name)
+
+    @property
+    def probe_first(self) -> bool:
+        """Whether some releases of this dialect's server ignore its fields, so that a client
+        forced to it asks the server what it is before the first call (`check_server`)."""
+        return self.server is not None and self.server.successor is not None
 
     def check_extra(self, extra: Fields, endpoint: Endpoint) -> None:
-        """Refuse extra_body fields this server would silently ignore."""
-        for name in extra:
-            ignored = name in self.ignores or (
-                endpoint == "completions" and name in self.ignores_on_completions
+        """Refuse extra_body fields the server would silently ignore (200, as if never sent),
+        where a user would count on them: top-level ones, and keys of nested objects."""
+        server = self.server
+        if server is None:
+            return
+        for name, value in extra.items():
+            nested = [f"{name}.{key}" for key in value] if isinstance(value, dict) else []
+            for field in (name, *nested):
+                why = server.ignored(field, endpoint)
+                if why is not None:
+                    raise ValueError(
+                        f"extra_body field {field!r} is silently ignored by {self.name} servers "
+                        f"on the {endpoint} endpoint; lmclient does not send fields that cannot "
+                        "work" + (f" ({why})" if why else "")
+                    )
+
+    def check_server(self, info: ServerInfo | None, plan: Plan, endpoint: Endpoint) -> None:
+        """Refuse a plan whose fields the probed server ignores: this dialect forced on a
+        release of its server that reads other fields (``vllm-guided`` on vLLM >= 0.12)."""
+        if info is None or info.dialect == self.name or not plan.fields:
+            return  # not probed, or detected as this very dialect: nothing to refuse
+        server = self.server
+        if server is None or info.kind != server.kind or server.covers(info.version):
+            return  # another kind of server (the user overrode detection), or a release we fit
+        ignored = [f for f in plan.fields if SERVERS[info.dialect].ignored(f, endpoint) is not None]
+        if ignored:
+            raise UnsupportedConstraintError(
+                f"dialect {self.name!r} sends {', '.join(ignored)}, which {info.kind} "
+                f"{info.version} accepts and ignores (the output would be unconstrained); use "
+                f"dialect={info.dialect!r} or 'auto'"
             )
-            if ignored or (self.reads is not None and name not in self.reads):
-                raise ValueError(
-                    f"extra_body field {name!r} is silently ignored by {self.name} servers on "
-                    f"the {endpoint} endpoint; lmclient does not send fields that cannot work"
-                )
+
+    def caveat(self, info: ServerInfo | None) -> str:
+        """What a failed call's error adds when the probes could not tell whether the server is
+        a release that ignores this dialect's fields (``""`` when they could, or none does)."""
+        server = self.server
+        known = info is not None and info.kind != "unknown"
+        if server is None or server.successor is None or known:
+            return ""
+        later = server.successor
+        version = ".".join(map(str, later.release))
+        return (
+            f"likely cause: {server.kind} {version} and later accept the {later.fields} of "
+            f"dialect {self.name!r} and ignore them, leaving the output unconstrained, and this "
+            f"server did not say its version; if it is one, use dialect={later.dialect!r}"
+        )
 
     def plan(self, spec: OutputSpec[Any], endpoint: Endpoint) -> Plan:
         """The cached plan for ``spec`` on ``endpoint``; raises before any request is built."""
@@ -219,24 +264,6 @@ def _dialects(*dialects: Dialect) -> dict[str, Dialect]:
 
 
 _GBNF = frozenset({"gbnf"})
-_GUIDED = frozenset(
-    {
-        "guided_json",
-        "guided_regex",
-        "guided_choice",
-        "guided_grammar",
-        "guided_decoding_backend",
-        "guided_whitespace_pattern",
-    }
-)
-_OTHER_SERVERS = _GUIDED | {"structured_outputs"}
-_OLLAMA_READS = frozenset(
-    {
-        "model", "messages", "prompt", "stream", "stream_options", "max_tokens", "seed", "stop",
-        "temperature", "frequency_penalty", "presence_penalty", "top_p", "response_format",
-        "tools", "reasoning", "reasoning_effort", "logprobs", "top_logprobs", "suffix",
-    }
-)  # fmt: skip
 
 DIALECTS: dict[str, Dialect] = _dialects(
     Dialect(
@@ -248,7 +275,6 @@ DIALECTS: dict[str, Dialect] = _dialects(
         grammar=_so("grammar"),
         grammar_syntaxes=frozenset({"gbnf", "lark"}),
         native_choice=True,
-        ignores=_GUIDED,  # removed in vLLM 0.12: accepted, ignored, output unconstrained
     ),
     Dialect(
         "vllm-guided",
@@ -259,7 +285,6 @@ DIALECTS: dict[str, Dialect] = _dialects(
         grammar=_top("guided_grammar"),
         grammar_syntaxes=frozenset({"gbnf", "lark"}),
         native_choice=True,
-        ignores=frozenset({"structured_outputs"}),  # unknown before vLLM 0.10.2
     ),
     Dialect(
         "sglang",
@@ -269,7 +294,6 @@ DIALECTS: dict[str, Dialect] = _dialects(
         choice=lambda options: {"regex": regex_alternation(options)},
         grammar=_top("ebnf"),
         grammar_syntaxes=_GBNF,
-        ignores=_OTHER_SERVERS,
     ),
     Dialect(
         "llamacpp",
@@ -278,8 +302,6 @@ DIALECTS: dict[str, Dialect] = _dialects(
         choice=lambda options: {"grammar": gbnf_alternation(options)},
         grammar=_top("grammar"),
         grammar_syntaxes=_GBNF,
-        ignores=_OTHER_SERVERS,
-        ignores_on_completions=frozenset({"response_format"}),
     ),
     Dialect(
         "tgi",
@@ -291,8 +313,6 @@ DIALECTS: dict[str, Dialect] = _dialects(
         object_root=True,
         stream_usage=False,
         constrained_endpoints=frozenset({"chat"}),
-        ignores=_OTHER_SERVERS | {"json_schema", "grammar", "regex"},
-        ignores_on_completions=frozenset({"response_format"}),
     ),
     Dialect("generic", schema=_response_format, any_json=_JSON_OBJECT),
     Dialect(
@@ -300,8 +320,6 @@ DIALECTS: dict[str, Dialect] = _dialects(
         schema=_response_format,
         any_json=_JSON_OBJECT,
         constrained_endpoints=frozenset({"chat"}),
-        reads=_OLLAMA_READS,  # top_k, min_p, …: dropped by Ollama's /v1 decoder
-        ignores_on_completions=frozenset({"response_format"}),
     ),
     Dialect("lmstudio", schema=_response_format),  # LM Studio answers json_object with 400
     Dialect(
@@ -324,10 +342,8 @@ def get_dialect(name: str) -> Dialect:
 
 # -- detection (dialect="auto") -------------------------------------------------------------
 
-# Probed once per client, relative to the server root (base_url without "/v1"). Precedence is
-# in `detect`: /version alone is the weakest signal, since other servers may answer it too.
-PROBE_PATHS = ("/version", "/props", "/server_info", "/get_server_info", "/info", "/api/version")
-_VLLM_STRUCTURED_OUTPUTS = (0, 10, 2)  # first release with `structured_outputs`
+# Probed once per client, relative to the server root (base_url without "/v1").
+PROBE_PATHS = tuple(dict.fromkeys(path for server in SERVERS.values() for path in server.probes))
 
 
 class ServerInfo(msgspec.Struct, frozen=True):
@@ -341,45 +357,17 @@ class ServerInfo(msgspec.Struct, frozen=True):
 
 def detect(host: str, probes: dict[str, Any], models: list[str]) -> ServerInfo:
     """Pick a dialect from the probe answers: ``probes`` maps each path of `PROBE_PATHS` that
-    answered 200 with a JSON object to that object."""
+    answered 200 with a JSON object to that object. The servers are tried in the table's order;
+    a row for some releases only needs the version to say it is one of them."""
     if host == "api.openai.com" or host.endswith(".openai.azure.com"):
         return ServerInfo("openai", "openai", None, models)
-    sglang = probes.get("/server_info") or probes.get("/get_server_info")
-    if sglang is not None:
-        return ServerInfo("sglang", "sglang", _version(sglang.get("version")), models)
-    props = probes.get("/props")
-    if props is not None and ("default_generation_settings" in props or "build_info" in props):
-        return ServerInfo("llamacpp", "llamacpp", _version(props.get("build_info")), models)
-    info = probes.get("/info")
-    if info is not None and "model_id" in info:
-        return ServerInfo("tgi", "tgi", _version(info.get("version")), models)
-    ollama = probes.get("/api/version")
-    if ollama is not None and "version" in ollama:
-        return ServerInfo("ollama", "ollama", _version(ollama.get("version")), models)
-    vllm = probes.get("/version")
-    if vllm is not None and isinstance(vllm.get("version"), str):
-        version = vllm["version"]
-        dialect = "vllm" if _release(version) >= _VLLM_STRUCTURED_OUTPUTS else "vllm-guided"
-        return ServerInfo("vllm", dialect, version, models)
+    for dialect, server in SERVERS.items():
+        for path in server.probes:
+            answer = probes.get(path)
+            if answer is None or (server.marks and not any(m in answer for m in server.marks)):
+                continue
+            version = answer.get(server.version_key)
+            version = version if isinstance(version, str) else None
+            if server.covers(version):
+                return ServerInfo(server.kind, dialect, version, models)
     return ServerInfo("unknown", "generic", None, models)
-
-
-def _version(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _release(version: str) -> tuple[int, ...]:
-    """``"0.10.1.1"`` → (0, 10, 1, 1); ``"0.11.0rc1"`` → (0, 11, 0): enough to compare releases."""
-    parts = []
-    for piece in version.split("."):
-        digits = ""
-        for ch in piece:
-            if not ch.isdigit():
-                break
-            digits += ch
-        if not digits:
-            break
-        parts.append(int(digits))
-        if len(digits) < len(piece):
-            break
-    return tuple(parts)

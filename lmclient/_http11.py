@@ -57,6 +57,7 @@ from __future__ import annotations
 import re
 import zlib
 from collections.abc import Mapping, Sequence
+from typing import TypeVar
 
 __all__ = [
     "BadResponse",
@@ -80,11 +81,13 @@ _FRAMING = frozenset({"content-length", "transfer-encoding"})  # set by lmclient
 _VCHAR = r"[^\x00-\x20\x7f]"  # a visible character or obs-text
 _FIELD_LINE = re.compile(rf"({_TOKEN.pattern}):[ \t]*((?:{_VCHAR}+(?:[ \t]+{_VCHAR}+)*)?)[ \t]*")
 _STATUS_LINE = re.compile(r"HTTP/1\.([01]) ([1-9][0-9][0-9])(?: [^\x00-\x08\x0a-\x1f\x7f]*)?")
-# The common head, in CRLF lines, is checked by the same rules at less cost (see `_crlf_head`).
-_NOT_CTL = bytes(b for b in range(256) if b == 9 or 0x20 <= b != 0x7F)
-_STATUS_LINES: dict[str, tuple[str, int]] = {}  # valid status lines seen: version, status
-_NAMES: dict[str, str] = {}  # valid header names seen, lower-cased
-_MAX_CACHED = 1024  # entries in each (then every new one is checked by its pattern)
+# The lines of a head repeat from response to response (a server sends the same status line and
+# mostly the same header lines), so each valid line seen is kept with what it says, and a head in
+# CRLF lines costs a dictionary look-up per line (see `_crlf_head`); a line not seen before is
+# checked by the pattern, as any other.
+_STATUS_LINES: dict[bytes, tuple[str, int]] = {}  # valid status lines seen: version, status
+_FIELDS: dict[bytes, tuple[str, str]] = {}  # valid header lines seen: lower-cased name, value
+_MAX_CACHED = 1024  # lines in each; a full cache is emptied and fills again with current lines
 _CTL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 _BLANK_LINE = re.compile(rb"\n\r?\n")  # the end of a head or a trailer section
 # What the first line of a head may be while its end has not arrived.
@@ -95,6 +98,8 @@ _STATUS_START = re.compile(
 _EXTENSIONS = rb"(?:;[\t\x20-\x7e\x80-\xff]*|[ \t]*)"  # chunk extensions, or trailing blanks
 _CHUNK_LINE = re.compile(rb"([0-9A-Fa-f]{1,15})" + _EXTENSIONS + rb"\r\n")
 _CHUNK_LINE_START = re.compile(rb"[0-9A-Fa-f]{0,15}|[0-9A-Fa-f]{1,15}" + _EXTENSIONS + rb"\r?")
+
+_V = TypeVar("_V")
 
 _HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_END, _TRAILERS, _UNTIL_CLOSE, _DONE = range(8)
 
@@ -144,7 +149,16 @@ class ResponseParser:
     `BadResponse`, as soon as they show it.
     """
 
-    __slots__ = ("_buffer", "_remaining", "_state", "headers", "keep_alive", "length", "status")
+    __slots__ = (
+        "_buffer",
+        "_remaining",
+        "_state",
+        "complete",
+        "headers",
+        "keep_alive",
+        "length",
+        "status",
+    )
 
     def __init__(self) -> None:
         self._buffer = b""
@@ -154,10 +168,7 @@ class ResponseParser:
         self.headers: dict[str, str] | None = None
         self.length: int | None = None  # the declared Content-Length of a sized body
         self.keep_alive = False
-
-    @property
-    def complete(self) -> bool:
-        return self._state == _DONE
+        self.complete = False  # the state is _DONE (an attribute: transports read it often)
 
     @property
     def started(self) -> bool:
@@ -172,6 +183,16 @@ class ResponseParser:
     def feed(self, data: bytes) -> bytes:
         """Consume ``data``; return the body bytes it carried (possibly none)."""
         state = self._state
+        if state == _HEAD:
+            if self._buffer:
+                data = self._buffer + data
+                self._buffer = b""
+            pos = self._head(data)
+            if pos < 0:
+                return b""
+            if pos:
+                data = data[pos:]
+            state = self._state
         if state == _LENGTH:  # the hot case: the body of a sized response
             n = len(data)
             if n < self._remaining:
@@ -182,6 +203,7 @@ class ResponseParser:
                 self.keep_alive = False
             self._remaining = 0
             self._state = _DONE
+            self.complete = True
             return data
         if state == _UNTIL_CLOSE:
             return data
@@ -192,27 +214,15 @@ class ResponseParser:
         if self._buffer:
             data = self._buffer + data
             self._buffer = b""
-        pos = 0
-        if state == _HEAD:
-            pos = self._head(data)
-            if pos < 0:
-                return b""
-            if self._state == _LENGTH:
-                return self.feed(data[pos:]) if pos < len(data) else b""
-            if self._state == _UNTIL_CLOSE:
-                return data[pos:]
-            if self._state == _DONE:
-                if pos < len(data):
-                    self.keep_alive = False
-                return b""
-        return self._chunked(data, pos)
+        return self._chunked(data, 0)
 
     def feed_eof(self) -> bool:
         """The peer closed the connection; returns whether the response is complete."""
         if self._state == _UNTIL_CLOSE:
             self._state = _DONE
+            self.complete = True
         self.keep_alive = False
-        return self._state == _DONE
+        return self.complete
 
     # -- head ------------------------------------------------------------------------------
 
@@ -260,7 +270,7 @@ class ResponseParser:
         length = headers.get("content-length")
         n = None
         if length is not None:
-            if length.isdigit() and length.isascii() and len(length) <= 20:
+            if length.isdecimal() and len(length) <= 20:  # of latin-1 text: ASCII digits only
                 n = int(length)
             else:
                 n = declared_length(headers)
@@ -288,13 +298,18 @@ class ResponseParser:
         self._remaining = 0
         if status in (204, 304):
             self._state = _DONE
+            self.complete = True
         elif coding is not None:
             self._state = _CHUNK_SIZE
             if n is not None:
                 self.keep_alive = False
         elif n is not None:
             self.length = self._remaining = n
-            self._state = _LENGTH if n else _DONE
+            if n:
+                self._state = _LENGTH
+            else:
+                self._state = _DONE
+                self.complete = True
         else:
             self._state = _UNTIL_CLOSE
             self.keep_alive = False
@@ -348,6 +363,7 @@ class ResponseParser:
                 if end < 0:
                     break
                 state = _DONE
+                self.complete = True
                 if end < n:
                     self.keep_alive = False
                 break
@@ -384,36 +400,36 @@ class ResponseParser:
 
 def _crlf_head(raw: bytes) -> tuple[str, int, dict[str, str]] | None:
     """The version, status and headers of a head in CRLF lines (without the blank line), or
-    None when `_split_head` has to decide. The same rules as its patterns, cheaper: no control
-    character but HTAB and the CRLFs; a status line and header names as `_STATUS_LINE` and
-    `_TOKEN` said before (they repeat from response to response); a colon on each line; then a
-    value is what remains without its blanks."""
-    lines = raw.decode("latin-1").split("\r\n")
-    if len(raw.translate(None, _NOT_CTL)) != 2 * len(lines) - 2:
-        return None
+    None when `_split_head` has to decide (bare LF line ends, a repeated header, a line that
+    breaks a rule). Each line is one the patterns accepted before, or is checked by them now; so
+    no line holds a CR, an LF or another control character but HTAB."""
+    lines = raw.split(b"\r\n")
     status = _STATUS_LINES.get(lines[0])
     if status is None:
-        match = _STATUS_LINE.fullmatch(lines[0])
+        match = _STATUS_LINE.fullmatch(lines[0].decode("latin-1"))
         if match is None:
             return None
-        status = f"HTTP/1.{match.group(1)}", int(match.group(2))
-        if len(_STATUS_LINES) < _MAX_CACHED:
-            _STATUS_LINES[lines[0]] = status
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(":")
-        if not sep:
-            return None
-        key = _NAMES.get(name)
-        if key is None:
-            if not _TOKEN.fullmatch(name):
-                return None
-            key = name.lower()
-            if len(_NAMES) < _MAX_CACHED:
-                _NAMES[name] = key
-        value = value.strip(" \t")
-        headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        status = _cache(_STATUS_LINES, lines[0], (f"HTTP/1.{match.group(1)}", int(match.group(2))))
+    del lines[0]
+    fields = list(map(_FIELDS.get, lines))
+    if None in fields:
+        for i, field in enumerate(fields):
+            if field is None:
+                match = _FIELD_LINE.fullmatch(lines[i].decode("latin-1"))
+                if match is None:
+                    return None
+                fields[i] = _cache(_FIELDS, lines[i], (match.group(1).lower(), match.group(2)))
+    headers: dict[str, str] = dict(fields)  # type: ignore[arg-type]  # no None is left
+    if len(headers) < len(fields):
+        return None  # a repeated header: `_split_head` joins its values
     return status[0], status[1], headers
+
+
+def _cache(cache: dict[bytes, _V], line: bytes, value: _V) -> _V:
+    if len(cache) >= _MAX_CACHED:
+        cache.clear()
+    cache[line] = value
+    return value
 
 
 def _split_head(raw: bytes) -> tuple[str, int, dict[str, str]]:

@@ -1,18 +1,33 @@
-"""The per-call keyword parameters, as TypedDicts so type checkers see them on every method.
+"""The per-call keyword parameters: as TypedDicts, so type checkers see them on every method,
+and as the table `check_params` enforces at run time (a test keeps the two in step). A misspelt
+parameter must be a TypeError, never a field a server silently ignores.
 
-At run time `core.check_params` enforces the same names and types (a test keeps the two in step):
-a misspelt parameter must be a TypeError, never a field a server silently ignores.
+Timeout defaults, with their precedents: 5 s to connect, 600 s between bytes. A connect to a
+local server is instant, but a model may think for minutes before its first byte (the OpenAI SDK
+also reads for 600 s).
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 
 import httpx
+import msgspec
 
-__all__ = ["CallParams", "CreateParams", "Prompt", "env_api_key", "env_base_url"]
+__all__ = [
+    "CALL_PARAMS",
+    "PARAMS",
+    "CallParams",
+    "CreateParams",
+    "Prompt",
+    "Timeouts",
+    "check_params",
+    "env_api_key",
+    "env_base_url",
+]
 
 Prompt = str | Sequence[Mapping[str, Any]]
 
@@ -48,3 +63,106 @@ def env_base_url(base_url: str | None) -> str | None:
 
 def env_api_key(api_key: str | None) -> str | None:
     return api_key or os.environ.get("LMCLIENT_API_KEY") or os.environ.get("OPENAI_API_KEY")
+
+
+_NUMBER = (int, float)
+# Per-call parameters sent to the server, with the types they accept.
+_BODY_PARAMS: dict[str, tuple[type, ...]] = {
+    "max_tokens": (int,),
+    "temperature": _NUMBER,
+    "top_p": _NUMBER,
+    "n": (int,),
+    "stop": (str, list, tuple),
+    "seed": (int,),
+    "logprobs": (bool,),
+    "top_logprobs": (int,),
+    "presence_penalty": _NUMBER,
+    "frequency_penalty": _NUMBER,
+}
+# Per-call parameters lmclient itself reads: never sent as such.
+CALL_PARAMS: dict[str, tuple[type, ...]] = {
+    "timeout": (int, float, httpx.Timeout),
+    "deadline": _NUMBER,
+    "max_retries": (int,),
+    "max_reasks": (int,),
+    "extra_body": (dict,),
+}
+PARAMS = {**_BODY_PARAMS, **CALL_PARAMS}
+
+
+def check_params(where: str, params: Mapping[str, Any], *, allow_n: bool = False) -> None:
+    """Reject misspelt or mistyped per-call parameters before anything is sent."""
+    for name, value in params.items():
+        accepted = PARAMS.get(name)
+        if accepted is None or (name == "n" and not allow_n):
+            hint = " (n is a parameter of create() only)" if name == "n" else ""
+            raise TypeError(f"{where}() got an unexpected keyword argument {name!r}{hint}")
+        if value is None:
+            continue
+        if (isinstance(value, bool) and bool not in accepted) or not isinstance(value, accepted):
+            names = " or ".join(t.__name__ for t in accepted)
+            raise TypeError(f"{where}(): {name} must be {names}, not {type(value).__name__}")
+        problem = _value_problem(name, value)
+        if problem:
+            raise ValueError(f"{where}(): {name} {problem}, not {value!r}")
+
+
+def _value_problem(name: str, value: Any) -> str | None:
+    if name == "stop" and not isinstance(value, str):
+        return None if all(isinstance(s, str) for s in value) else "must be a str or list of str"
+    if name in ("max_tokens", "n") and value < 1:
+        return "must be at least 1"
+    if name in ("top_logprobs", "max_retries", "max_reasks") and value < 0:
+        return "must not be negative"
+    if name in ("deadline", "timeout") and isinstance(value, _NUMBER) and value <= 0:
+        return "must be a positive number of seconds"
+    return None
+
+
+DEFAULT_CONNECT_TIMEOUT = 5.0
+DEFAULT_READ_TIMEOUT = 600.0
+
+
+class Timeouts(msgspec.Struct, frozen=True):
+    """Per-phase timeouts of one attempt, in seconds: what the ``timeout`` parameter means."""
+
+    connect: float
+    read: float
+    write: float
+    pool: float
+
+    @classmethod
+    def from_user(cls, value: float | httpx.Timeout | None) -> Timeouts:
+        if value is None:
+            return cls(
+                DEFAULT_CONNECT_TIMEOUT,
+                DEFAULT_READ_TIMEOUT,
+                DEFAULT_READ_TIMEOUT,
+                DEFAULT_READ_TIMEOUT,
+            )
+        if isinstance(value, httpx.Timeout):
+            inf = math.inf
+            return cls(
+                value.connect or inf, value.read or inf, value.write or inf, value.pool or inf
+            )
+        seconds = float(value)  # one number bounds every phase, as in httpx
+        return cls(seconds, seconds, seconds, seconds)
+
+    def capped(self, remaining: float) -> Timeouts:
+        return Timeouts(
+            min(self.connect, remaining),
+            min(self.read, remaining),
+            min(self.write, remaining),
+            min(self.pool, remaining),
+        )
+
+    def as_httpx(self) -> dict[str, float | None]:
+        return {
+            k: (None if math.isinf(v) else v)
+            for k, v in (
+                ("connect", self.connect),
+                ("read", self.read),
+                ("write", self.write),
+                ("pool", self.pool),
+            )
+        }

@@ -2,6 +2,8 @@
 
 Only the fields lmclient reads are declared (unknown fields are skipped by msgspec, which is both
 lenient to server extras and faster). Fields that some server sends as ``null`` are optional.
+The structs decoded on every call are not tracked by the garbage collector (``gc=False``):
+decoded JSON cannot form a reference cycle, and tracking costs every decode.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ __all__ = [
 ]
 
 
-class Usage(msgspec.Struct, frozen=True):
+class Usage(msgspec.Struct, frozen=True, gc=False):
     """Token counts as the server reported them (``None`` where it sent none)."""
 
     prompt_tokens: int | None = None
@@ -44,7 +46,7 @@ class TokenLogprob(msgspec.Struct, frozen=True):
     top_logprobs: list[TopLogprob] = []
 
 
-class ChatLogprobs(msgspec.Struct):
+class ChatLogprobs(msgspec.Struct, gc=False):
     content: list[TokenLogprob] | None = None
 
 
@@ -70,57 +72,56 @@ class CompletionLogprobs(msgspec.Struct):
         return out
 
 
-class Message(msgspec.Struct):
-    role: str | None = None
+class Message(msgspec.Struct, gc=False):
     content: str | None = None
     refusal: str | None = None
     reasoning: str | None = None  # vLLM >= 0.10
     reasoning_content: str | None = None  # SGLang, llama.cpp, older vLLM
 
 
-class ChatChoice(msgspec.Struct):
+class ChatChoice(msgspec.Struct, gc=False):
     index: int = 0
     message: Message = msgspec.field(default_factory=Message)
     finish_reason: str | None = None
     logprobs: ChatLogprobs | None = None
 
 
-class ChatCompletion(msgspec.Struct):
+class ChatCompletion(msgspec.Struct, gc=False):
     choices: list[ChatChoice]
     id: str | None = None
     model: str | None = None
     usage: Usage | None = None
 
 
-class CompletionChoice(msgspec.Struct):
+class CompletionChoice(msgspec.Struct, gc=False):
     index: int = 0
     text: str | None = None
     finish_reason: str | None = None
     logprobs: CompletionLogprobs | None = None
 
 
-class Completion(msgspec.Struct):
+class Completion(msgspec.Struct, gc=False):
     choices: list[CompletionChoice]
     id: str | None = None
     model: str | None = None
     usage: Usage | None = None
 
 
-class Delta(msgspec.Struct):
+class Delta(msgspec.Struct, gc=False):
     content: str | None = None
     refusal: str | None = None
     reasoning: str | None = None
     reasoning_content: str | None = None
 
 
-class ChunkChoice(msgspec.Struct):
+class ChunkChoice(msgspec.Struct, gc=False):
     index: int = 0
     delta: Delta | None = None  # chat chunks
     text: str | None = None  # completions chunks
     finish_reason: str | None = None
 
 
-class StreamChunk(msgspec.Struct):
+class StreamChunk(msgspec.Struct, gc=False):
     """One SSE event of a chat or completions stream (a usage-only chunk has no choices)."""
 
     choices: list[ChunkChoice] = []
@@ -136,46 +137,3 @@ class ModelCard(msgspec.Struct):
 
 class ModelList(msgspec.Struct):
     data: list[ModelCard]
-
-
-class ErrorInfo(msgspec.Struct):
-    """The parts of any server's error envelope lmclient reports (see `core.api_error`)."""
-
-    message: str
-    type: str | None = None
-    code: str | int | None = None
-    param: str | None = None
-
-
-def error_info(body: Any) -> ErrorInfo | None:
-    """Read every known envelope: ``{"error": {...}}`` (OpenAI, vLLM ≥ 0.10.1, llama.cpp),
-    ``{"error": "text", "error_type"?}`` (TGI, LM Studio, vLLM 401), flat ``{"message": …}``
-    (SGLang, old vLLM) and FastAPI's ``{"detail": …}``."""
-    if not isinstance(body, dict):
-        return None
-    err = body.get("error")
-    if isinstance(err, dict) and err.get("message") is not None:
-        return _info(err)
-    if isinstance(err, str):
-        return ErrorInfo(err, _str(body.get("error_type")))
-    if body.get("message") is not None:
-        return _info(body)
-    detail = body.get("detail")
-    if detail is not None:
-        text = detail if isinstance(detail, str) else msgspec.json.encode(detail).decode()
-        return ErrorInfo(text)
-    return None
-
-
-def _info(obj: dict[str, Any]) -> ErrorInfo:
-    code = obj.get("code")
-    return ErrorInfo(
-        str(obj["message"]),
-        _str(obj.get("type")),
-        code if isinstance(code, (str, int)) and not isinstance(code, bool) else None,
-        _str(obj.get("param")),
-    )
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None

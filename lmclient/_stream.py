@@ -1,6 +1,6 @@
 """`Stream` and `AsyncStream`: text deltas and typed array items as they are generated.
 
-Both are thin shells over `core.StreamState`; they only pull bytes and close the response. The
+Both are thin shells over `StreamState`; they only pull bytes and close the response. The
 response is released when the stream ends, on error, on ``break`` followed by leaving the
 ``with`` block, and on task cancellation; use them as context managers.
 """
@@ -10,22 +10,22 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, Generic, TypeVar, overload
 
-import httpx
 import msgspec
 
 from . import errors
-from ._core import StreamState
 from ._protocol import Usage
 from ._response import Response
 from ._sse import ArrayItems
+from ._stream_state import StreamState
+from ._transports.common import AsyncStreamResponse, StreamResponse
 from ._types import DECODE_ERRORS
 
 __all__ = ["AsyncStream", "Stream"]
 
 T = TypeVar("T")
 E = TypeVar("E")  # the element of a list/tuple/set output, which items() yields
-Opened = tuple[httpx.Response, Iterator[bytes]]
-AsyncOpened = tuple[httpx.Response, AsyncIterator[bytes]]
+Opened = StreamResponse  # what a transport's stream() returns, once the status is a success
+AsyncOpened = AsyncStreamResponse
 Opener = Callable[[], tuple[StreamState, Opened]]
 AsyncOpener = Callable[[], Awaitable[tuple[StreamState, AsyncOpened]]]
 
@@ -99,7 +99,7 @@ class Stream(_StreamBase[T]):
         self._opener = opener
         self._state = None
         self._result = None
-        self._response: httpx.Response | None = None
+        self._response: StreamResponse | None = None
         self._chunks: Iterator[bytes] = iter(())
         self._deltas: Iterator[str] | None = None
         self._closed = False
@@ -118,7 +118,8 @@ class Stream(_StreamBase[T]):
         if self._state is None:
             if self._closed:
                 raise errors.LMClientError("the stream is closed")
-            self._state, (self._response, self._chunks) = self._opener()
+            self._state, self._response = self._opener()
+            self._chunks = self._response.chunks
         return self._state
 
     def _iterator(self) -> Iterator[str]:
@@ -193,7 +194,7 @@ class AsyncStream(_StreamBase[T]):
         self._opener = opener
         self._state = None
         self._result = None
-        self._response: httpx.Response | None = None
+        self._response: AsyncStreamResponse | None = None
         self._chunks: AsyncIterator[bytes] | None = None
         self._deltas: AsyncIterator[str] | None = None
         self._closed = False
@@ -216,7 +217,8 @@ class AsyncStream(_StreamBase[T]):
         if self._state is None or self._chunks is None:
             if self._closed:
                 raise errors.LMClientError("the stream is closed")
-            self._state, (self._response, self._chunks) = await self._opener()
+            self._state, self._response = await self._opener()
+            self._chunks = self._response.chunks
         return self._state, self._chunks
 
     async def _iterator(self) -> AsyncIterator[str]:

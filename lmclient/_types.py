@@ -1,4 +1,5 @@
-"""Output types: the user's markers, and the translation of any output type into an `OutputSpec`.
+"""The compiler of output types: any output type (a class, a `Literal`, a marker) into an
+`OutputSpec`.
 
 An `OutputSpec` says what to constrain (a JSON schema, a regex, a choice, a grammar) and how to
 decode and validate the text the model returns. It depends only on the type, so it is computed
@@ -13,128 +14,22 @@ import functools
 import re
 import sys
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
 
+from ._markers import Choice, Grammar, JsonSchema, Regex
+from ._patterns import DECIMAL_PATTERN, SCALAR_GBNF, SCALAR_PATTERNS, anchored
 from .errors import ValidationError
 
-__all__ = ["Choice", "Grammar", "JsonSchema", "OutputSpec", "Regex", "compile_output"]
+__all__ = ["DECODE_ERRORS", "OutputSpec", "compile_output"]
 
 T = TypeVar("T")
 # What decoding a server's bytes can raise: msgspec's errors, and RecursionError for JSON nested
 # deeper than msgspec follows (the bound on nesting); each becomes an lmclient error.
 DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 Kind = Literal["text", "json", "any", "regex", "choice", "grammar"]
-Decoder = Callable[[str], Any]
-
-# Regexes for the JSON literals of scalars: a constrained model then emits exactly what
-# `msgspec.json.decode` reads back (JSON encodings, never Python reprs such as `True`). Floats
-# are bounded to what a double holds (an exponent of two digits, 16 significant digits), so a
-# model cannot write a literal that overflows or run on with digits until max_tokens.
-_INT_PATTERN = r"-?(0|[1-9][0-9]{0,18})"
-_FLOAT_PATTERN = r"-?(0|[1-9][0-9]{0,15})(\.[0-9]{1,16})?([eE][+-]?[0-9]{1,2})?"
-_BOOL_PATTERN = r"(true|false)"
-# The same languages in GBNF, for servers that take grammars but no regex (llama.cpp): exact,
-# where a JSON schema {"type": "number"} lets llama.cpp write exponents no double can hold.
-_INT_GBNF = 'root ::= "-"? ("0" | [1-9] [0-9]{0,18})'
-_FLOAT_GBNF = 'root ::= "-"? ("0" | [1-9] [0-9]{0,15}) ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,2})?'
-_BOOL_GBNF = 'root ::= "true" | "false"'
-
-
-@dataclasses.dataclass(frozen=True)
-class Regex:
-    """Output must fully match ``pattern`` (Python `re` syntax, which the servers' engines share
-    for the common subset); the text is returned after a client-side ``re.fullmatch``."""
-
-    pattern: str
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.pattern, str) or not self.pattern:
-            raise TypeError("Regex(pattern) needs a non-empty str")
-        try:
-            re.compile(self.pattern)
-        except re.error as exc:
-            raise ValueError(f"invalid regex {self.pattern!r}: {exc}") from None
-
-
-@dataclasses.dataclass(frozen=True)
-class Grammar:
-    """Output must follow a context-free grammar. ``syntax="gbnf"`` is the ``root ::= …`` EBNF
-    read by llama.cpp, xgrammar, SGLang and vLLM; ``"lark"`` is read by vLLM only."""
-
-    text: str
-    syntax: Literal["gbnf", "lark"] = "gbnf"
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.text, str) or not self.text.strip():
-            raise TypeError("Grammar(text) needs a non-empty str")
-        if self.syntax not in ("gbnf", "lark"):
-            raise ValueError(f"Grammar syntax must be 'gbnf' or 'lark', not {self.syntax!r}")
-
-    @classmethod
-    def from_choices(cls, options: Sequence[str]) -> Grammar:
-        """A GBNF grammar accepting exactly one of ``options`` (exact: every option is quoted)."""
-        return cls(gbnf_alternation(_check_options(options)))
-
-
-@dataclasses.dataclass(frozen=True)
-class Choice:
-    """Output must be exactly one of ``options``; returns the chosen string."""
-
-    options: tuple[str, ...]
-
-    def __init__(self, options: Sequence[str]) -> None:
-        object.__setattr__(self, "options", _check_options(options))
-
-
-class JsonSchema:
-    """Output must be JSON valid against ``schema``; decoded into ``type`` when given, else into
-    plain JSON values checked against the schema on the client (see `lmclient._jsonschema`)."""
-
-    __slots__ = ("_spec", "schema", "type")
-
-    def __init__(self, schema: Mapping[str, Any], type: Any = None) -> None:
-        if not isinstance(schema, Mapping):
-            raise TypeError("JsonSchema(schema) needs a mapping")
-        self.schema: dict[str, Any] = dict(schema)
-        self.type = type
-        self._spec: OutputSpec[Any] | None = None
-
-    def __repr__(self) -> str:
-        return f"JsonSchema({self.schema!r}{'' if self.type is None else f', type={self.type!r}'})"
-
-
-def _check_options(options: Sequence[str]) -> tuple[str, ...]:
-    if isinstance(options, str) or not isinstance(options, Sequence):
-        raise TypeError("choices must be a sequence of str")
-    opts = tuple(options)
-    if not opts or not all(isinstance(o, str) for o in opts):
-        raise TypeError("choices must be a non-empty sequence of str")
-    if len(set(opts)) != len(opts):
-        raise ValueError(f"choices must be distinct, got {opts!r}")
-    return opts
-
-
-def gbnf_alternation(options: Sequence[str]) -> str:
-    """``root ::= "a" | "b"`` with GBNF string escapes."""
-    return "root ::= " + " | ".join(_gbnf_literal(o) for o in options)
-
-
-_GBNF_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-_REGEX_SPECIALS = frozenset("\\.^$*+?()[]{}|")
-
-
-def _gbnf_literal(text: str) -> str:
-    return '"' + "".join(_GBNF_ESCAPES.get(c, c) for c in text) + '"'
-
-
-def regex_alternation(options: Sequence[str]) -> str:
-    """``(?:a|b)`` escaping only regex metacharacters (``re.escape`` also escapes spaces, which
-    not every server's regex engine reads back the same way)."""
-    escaped = ("".join("\\" + c if c in _REGEX_SPECIALS else c for c in o) for o in options)
-    return "(?:" + "|".join(escaped) + ")"
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -284,8 +179,6 @@ def _plain_json(tp: Any) -> Callable[[str | bytes], Any]:
 
 
 def _scalar_spec(tp: type) -> OutputSpec[Any]:
-    pattern = {bool: _BOOL_PATTERN, int: _INT_PATTERN, float: _FLOAT_PATTERN}[tp]
-    gbnf = {bool: _BOOL_GBNF, int: _INT_GBNF, float: _FLOAT_GBNF}[tp]
     schema = {bool: {"type": "boolean"}, int: {"type": "integer"}, float: {"type": "number"}}[tp]
     decode = _msgspec_decoder(tp)
     return OutputSpec(
@@ -295,66 +188,9 @@ def _scalar_spec(tp: type) -> OutputSpec[Any]:
         decode=decode,
         schema=schema,
         decode_json=decode,
-        pattern=pattern,
-        grammar=gbnf,
+        pattern=SCALAR_PATTERNS[tp],
+        grammar=SCALAR_GBNF[tp],
     )
-
-
-def anchored(pattern: str) -> str:
-    """``^(pattern)$``: a JSON-schema ``pattern`` is a search, and llama.cpp's converter takes
-    only patterns anchored at both ends; a user's own outer anchors are not doubled (an inner
-    ``^`` would be read as a literal character there)."""
-    core = pattern.removeprefix("^")
-    if core.endswith("$") and not core.endswith("\\$"):
-        core = core[:-1]
-    return f"^({core})$"
-
-
-def search_anchored(pattern: str, max_length: int | None = None) -> str:
-    """A JSON-schema ``pattern`` (a search) as the equivalent ``^…$`` pattern llama.cpp needs: an
-    unanchored side matches a run of plain characters (no quote or backslash: nothing that ends
-    or escapes the JSON string), at most the string's ``max_length`` (llama.cpp drops length
-    bounds next to a pattern, and a small model may run on). Anchors inside the pattern would
-    make that unsound (llama.cpp reads an inner ``^`` as a literal): such a pattern is kept."""
-    anchors, alternation = _regex_outline(pattern)
-    lead = pattern.startswith("^") and not alternation  # in `^a|b$` each anchor binds a branch
-    trail = pattern.endswith("$") and len(pattern) - 1 in anchors and not alternation
-    if (lead and trail) or anchors - {0 if lead else -1, len(pattern) - 1 if trail else -1}:
-        return pattern
-    fill = '[^"\\\\]' + ("*" if max_length is None else f"{{0,{max_length}}}")
-    head = "^" if lead else "^" + fill
-    tail = "$" if trail else fill + "$"
-    return f"{head}({pattern[int(lead) : len(pattern) - int(trail)]}){tail}"
-
-
-def _regex_outline(pattern: str) -> tuple[set[int], bool]:
-    """The positions of ``^``/``$`` anchors outside character classes, and whether the pattern
-    has a top-level ``|``: what `search_anchored` needs to know of a regex's shape."""
-    anchors: set[int] = set()
-    alternation = False
-    depth, i, in_class = 0, 0, False
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = c != "]"
-        elif c == "[":  # a class; a `]` right after `[` or `[^` is a literal member
-            i += 2 if pattern.startswith("^", i + 1) else 1
-            i += 1 if pattern.startswith("]", i) else 0
-            in_class = True
-            continue
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-        elif c == "|" and depth == 0:
-            alternation = True
-        elif c in "^$":
-            anchors.add(i)
-        i += 1
-    return anchors, alternation
 
 
 _JSON_STRING = msgspec.json.Decoder(str)
@@ -435,9 +271,6 @@ def _msgspec_spec(tp: Any) -> OutputSpec[Any]:
     )
 
 
-_DECIMAL_PATTERN = r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?$"
-
-
 def _refine_strings(info: Any, node: dict[str, Any], defs: dict[str, Any], seen: set[str]) -> None:
     """Give string-encoded values a ``format``/``pattern``: msgspec describes a plain `datetime`,
     `time` or `Decimal` as any string, which leaves a constrained model free to write garbage."""
@@ -457,7 +290,7 @@ def _refine_strings(info: Any, node: dict[str, Any], defs: dict[str, Any], seen:
         node.setdefault("format", "time")
     elif isinstance(info, mi.DecimalType) and node.get("type") == "string":
         node.pop("format", None)  # "decimal" is msgspec's own name; engines may reject it
-        node.setdefault("pattern", _DECIMAL_PATTERN)
+        node.setdefault("pattern", DECIMAL_PATTERN)
     elif isinstance(info, (mi.StructType, mi.DataclassType, mi.TypedDictType)):
         props = node.get("properties", {})
         for field in info.fields:

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from . import errors
-from ._core import Call, ClientCore, api_error
+from ._core import Call, ClientCore
 from ._dialects import Endpoint
+from ._status import api_error
 from ._types import DECODE_ERRORS
 
 if TYPE_CHECKING:

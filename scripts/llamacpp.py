@@ -35,6 +35,7 @@ import fcntl
 import hashlib
 import json
 import os
+import platform
 import re
 import shutil
 import signal
@@ -64,12 +65,25 @@ LLAMA_CPP_BUILD_NUMBER: Final = "11434"
 #: that ``/props`` reports ``build_info: b11434-515e855`` like the recorded reference server.
 LLAMA_CPP_COMMIT_FALLBACK: Final = "515e855"
 
+#: On x86-64, the AVX2 level (x86-64-v3) rather than GGML_NATIVE: a native build on a CPU that
+#: advertises AMX compiles ggml's AMX kernels, and where the kernel or sandbox does not grant the
+#: AMX tile state the server dies with SIGILL (``tilezero``) at its first matrix product. Every
+#: x86-64 CPU these machines have runs AVX2; other architectures build natively.
+_X86_64_SIMD: Final[tuple[str, ...]] = (
+    "-DGGML_NATIVE=OFF",
+    *(f"-DGGML_{isa}=ON" for isa in ("AVX", "AVX2", "FMA", "F16C", "BMI2")),
+    *(f"-DGGML_{isa}=OFF" for isa in ("AVX512", "AMX_TILE", "AMX_INT8", "AMX_BF16")),
+)
+_SIMD_OPTIONS: Final = (
+    _X86_64_SIMD if platform.machine().lower() in ("x86_64", "amd64") else ("-DGGML_NATIVE=ON",)
+)
+
 #: Release build of the server only, statically linked against llama/ggml. Without
 #: LLAMA_USE_PREBUILT_UI=OFF the configure step tries to download the web UI and fails offline.
 CMAKE_OPTIONS: Final[tuple[str, ...]] = (
     "-DCMAKE_BUILD_TYPE=Release",
     "-DBUILD_SHARED_LIBS=OFF",
-    "-DGGML_NATIVE=ON",
+    *_SIMD_OPTIONS,
     "-DGGML_CCACHE=OFF",
     "-DLLAMA_USE_PREBUILT_UI=OFF",
     "-DLLAMA_BUILD_UI=OFF",
@@ -251,8 +265,8 @@ def installation_paths() -> Installation:
 
 
 def _cpu_key() -> str:
-    """Fingerprint of the SIMD flags GGML_NATIVE compiles for: a binary built on another CPU
-    could die with SIGILL, so a changed fingerprint triggers a rebuild."""
+    """Fingerprint of the CPU's SIMD flags: a binary built on another CPU could die with SIGILL
+    (a native build uses them all), so a changed fingerprint triggers a rebuild."""
     try:
         text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
     except OSError:

@@ -240,15 +240,15 @@ def test_generate_full_prints_the_whole_response(fake: FakeLLM, url: str) -> Non
 
 
 def test_generate_model_and_dialect_flags() -> None:
-    fake = FakeLLM(["fake-model", "other"], server="vllm-guided")
-    args = ["--model", "fake-model", "--dialect", "vllm-guided", "--choice", "a", "b"]
+    fake = FakeLLM(["fake-model", "other"], server="sglang")
+    args = ["--model", "fake-model", "--dialect", "sglang", "--choice", "a", "b"]
     with fake.serve() as url:
         result = run("generate", "Q", *args, "--url", url)
     assert result.returncode == 0, result.stderr
     assert result.stdout in ("a\n", "b\n")
     assert [r.endpoint for r in fake.requests] == ["chat"]  # no probes, no model lookup
     body = fake.calls[0].body
-    assert (body["model"], body["guided_choice"]) == ("fake-model", ["a", "b"])
+    assert (body["model"], body["regex"]) == ("fake-model", "(?:a|b)")
 
 
 @pytest.mark.parametrize("variable", ["LMCLIENT_BASE_URL", "OPENAI_BASE_URL"])
@@ -508,7 +508,7 @@ def test_probe_json(url: str) -> None:
     assert msgspec.json.decode(result.stdout) == {
         "url": url,
         "kind": "vllm",
-        "version": "0.33.0",
+        "version": "0.11.0",  # the default FakeLLM's: a vLLM that reads every dialect's fields
         "dialect": "vllm",
         "models": ["fake-model"],
     }
@@ -548,13 +548,18 @@ def test_probe_check_reports_output_that_does_not_validate_as_ignored(
     assert {row["result"] for row in rows.values()} == {"ignored"}
 
 
-def test_probe_check_vllm_guided_on_a_new_vllm_is_ignored() -> None:
-    """vLLM >= 0.12 reads only `structured_outputs` and ignores `guided_*` (HTTP 200)."""
+def test_probe_check_vllm_guided_on_a_new_vllm_is_refused_unsent() -> None:
+    """vLLM >= 0.12 reads only `structured_outputs` and ignores `guided_*` (HTTP 200): known
+    from its version, so nothing is sent."""
     fake = FakeLLM(server="vllm")
     with fake.serve() as url:
         rows = check_results(run("probe", url, "--dialect", "vllm-guided", "--check", "--json"))
-    assert {name: row["result"] for name, row in rows.items()} == dict.fromkeys(KINDS, "ignored")
+        table = run("probe", url, "--dialect", "vllm-guided", "--check")
+    assert {name: row["result"] for name, row in rows.items()} == dict.fromkeys(KINDS, "refused")
     assert rows["choice"]["sent_as"] == "guided_choice"
+    assert "accepts and ignores" in rows["choice"]["detail"]
+    assert (table.returncode, table.stdout.count("ignored by this release of the server")) == (0, 6)
+    assert fake.calls == []
 
 
 def test_probe_check_cut_json_padded_with_whitespace_is_enforced(fake: FakeLLM, url: str) -> None:

@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 import lmclient
-from lmclient import _core, errors
+from lmclient import _core, _params, _status, errors
 from lmclient._dialects import Endpoint
 from lmclient._params import CallParams, CreateParams
 from tests.conftest import EXAMPLES, LLAMACPP_LIVE, chat_body, completion_body
@@ -49,7 +49,7 @@ ENVELOPES = [
 @pytest.mark.parametrize(("name", "status", "cls", "message"), ENVELOPES)
 def test_reference_error_envelopes(name: str, status: int, cls: type, message: str) -> None:
     body = (EXAMPLES / name).read_bytes()
-    exc = _core.api_error(status, {}, body)
+    exc = _status.api_error(status, {}, body)
     assert type(exc) is cls
     assert message in exc.message
     assert exc.status_code == status
@@ -57,7 +57,7 @@ def test_reference_error_envelopes(name: str, status: int, cls: type, message: s
 
 
 def test_openai_envelope_fields() -> None:
-    exc = _core.api_error(
+    exc = _status.api_error(
         400,
         {"x-request-id": "req-1"},
         (EXAMPLES / "openai_error_unknown_parameter.json").read_bytes(),
@@ -151,13 +151,13 @@ def test_openai_envelope_fields() -> None:
     ],
 )
 def test_every_server_envelope(status: int, body: Any, cls: type, message: str) -> None:
-    exc = _core.api_error(status, {}, json.dumps(body).encode())
+    exc = _status.api_error(status, {}, json.dumps(body).encode())
     assert type(exc) is cls
     assert message in exc.message
 
 
 def test_non_json_error_body_keeps_the_text() -> None:
-    exc = _core.api_error(502, {}, b"<html>Bad Gateway</html>")
+    exc = _status.api_error(502, {}, b"<html>Bad Gateway</html>")
     assert isinstance(exc, errors.ServerError)
     assert "Bad Gateway" in exc.message
     assert exc.body == "<html>Bad Gateway</html>"
@@ -290,17 +290,30 @@ def test_llamacpp_live_recordings_decode() -> None:
     assert decoded >= 5
 
 
-def test_models_list_decodes() -> None:
+def test_models_list_decodes_to_the_ids() -> None:
     c = make_core().models_call()
-    response = c.finish(200, {}, (EXAMPLES / "llamacpp_v1_models.json").read_bytes())
-    assert response.value == ["../models/Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf"]
+    ids = c.finish(200, {}, (EXAMPLES / "llamacpp_v1_models.json").read_bytes())
+    assert ids == ["../models/Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf"]
+    with pytest.raises(errors.ProtocolError):
+        c.finish(200, {}, b'{"data": [{"name": "m"}]}')
+
+
+def test_probes_decode_to_json_objects_and_the_last_lists_models() -> None:
+    *probes, models = make_core().probe_calls()
+    assert probes[0].finish(200, {}, b'{"version": "0.11.0"}') == {"version": "0.11.0"}
+    with pytest.raises(errors.ProtocolError):
+        probes[0].finish(200, {}, b'["not an object"]')
+    with pytest.raises(errors.NotFoundError):
+        probes[0].finish(404, {}, b"{}")
+    assert models.finish(200, {}, b'{"data": [{"id": "m"}]}') == ["m"]
+    assert {p.max_retries for p in [*probes, models]} == {0}
 
 
 # -- retry decisions ----------------------------------------------------------------------
 
 
 def _api(status: int, headers: dict[str, str] | None = None) -> errors.APIError:
-    return _core.api_error(status, headers or {}, b"{}")
+    return _status.api_error(status, headers or {}, b"{}")
 
 
 @pytest.mark.parametrize("status", sorted(_core.RETRY_STATUSES))
@@ -350,12 +363,12 @@ def test_backoff_is_capped_at_8_seconds() -> None:
     ],
 )
 def test_retry_after_headers(headers: dict[str, str], expected: float | None) -> None:
-    assert _core.retry_after(headers) == expected
+    assert _status.retry_after(headers) == expected
 
 
 def test_retry_after_http_date() -> None:
     when = email.utils.formatdate(time.time() + 30, usegmt=True)
-    delay = _core.retry_after({"retry-after": when})
+    delay = _status.retry_after({"retry-after": when})
     assert delay is not None and 25 <= delay <= 31
 
 
@@ -384,9 +397,10 @@ def test_timeouts_shrink_to_the_deadline() -> None:
     c = call(deadline=2.0)
     t = c.timeouts()
     assert t.read <= 2.0 and t.connect <= 2.0
-    assert call().timeouts() == _core.Timeouts(5.0, 600.0, 600.0, 600.0)
-    assert call(timeout=3).timeouts() == _core.Timeouts(3.0, 3.0, 3.0, 3.0)
+    assert call().timeouts() == _params.Timeouts(5.0, 600.0, 600.0, 600.0)
+    assert call(timeout=3).timeouts() == _params.Timeouts(3.0, 3.0, 3.0, 3.0)
 
 
 def test_call_params_typeddict_matches_the_runtime_table() -> None:
-    assert set(CreateParams.__annotations__) | set(CallParams.__annotations__) == set(_core.PARAMS)
+    typed = set(CreateParams.__annotations__) | set(CallParams.__annotations__)
+    assert typed == set(_params.PARAMS)

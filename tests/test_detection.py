@@ -9,7 +9,8 @@ from typing import Any, Literal
 import pytest
 
 import lmclient
-from lmclient._dialects import ServerInfo, _release, detect
+from lmclient._dialects import ServerInfo, detect
+from lmclient._servers import release
 from lmclient.testing import FakeLLM
 from tests.conftest import LLAMACPP_LIVE
 
@@ -50,11 +51,11 @@ def test_openai_is_known_by_host() -> None:
 
 
 @pytest.mark.parametrize(
-    ("version", "release"),
+    ("version", "number"),
     [("0.10.1.1", (0, 10, 1, 1)), ("0.11.0rc1", (0, 11, 0)), ("1.0", (1, 0)), ("dev", ())],
 )
-def test_release_parsing(version: str, release: tuple[int, ...]) -> None:
-    assert _release(version) == release
+def test_release_parsing(version: str, number: tuple[int, ...]) -> None:
+    assert release(version) == number
 
 
 def impersonate(name: str) -> FakeLLM:
@@ -200,3 +201,87 @@ async def test_async_probe() -> None:
         async with lmclient.AsyncClient(url) as client:
             info = await client.probe()
     assert (info.kind, info.version) == ("tgi", "3.3.6")
+
+
+# -- a dialect forced on a release of its server that ignores its fields ------------------------
+
+
+def test_vllm_guided_forced_on_a_vllm_that_ignores_guided_fields_is_refused() -> None:
+    """vLLM >= 0.12 answers guided_* with 200 and leaves the output unconstrained: refused once
+    its /version is known, before any such field is sent; what it reads still works."""
+    fake = FakeLLM(server="vllm")  # vLLM 0.33
+    with (
+        fake.serve() as url,
+        lmclient.Client(url, model="fake-model", dialect="vllm-guided") as client,
+    ):
+        with pytest.raises(lmclient.UnsupportedConstraintError) as caught:
+            client.generate("Q", Literal["yes", "no"])
+        assert client.generate("Q") == fake.default_text  # no constraint: no guided field
+        any_json: object = client.generate("Q", Any)
+        assert any_json == {}  # response_format json_object: read
+        assert client.dialect == "vllm-guided"
+    assert str(caught.value) == (
+        "dialect 'vllm-guided' sends guided_choice, which vllm 0.33.0 accepts and ignores (the "
+        "output would be unconstrained); use dialect='vllm' or 'auto'"
+    )
+    assert [c.body.get("guided_choice") for c in fake.calls] == [None, None]
+    assert len([r for r in fake.requests if r.method == "GET"]) == 7  # probed once
+
+
+async def test_async_client_refuses_the_forced_dialect_too() -> None:
+    fake = FakeLLM(server="vllm")
+    with fake.serve() as url:
+        async with lmclient.AsyncClient(url, model="fake-model", dialect="vllm-guided") as client:
+            with pytest.raises(lmclient.UnsupportedConstraintError, match=r"vllm 0\.33\.0"):
+                await client.generate("Q", Literal["yes", "no"])
+    assert fake.calls == []
+
+
+@pytest.mark.parametrize("server", ["vllm-guided", None])  # vLLM 0.10.1 and 0.11 read guided_*
+def test_vllm_guided_forced_on_a_vllm_that_reads_it_is_sent(server: str | None) -> None:
+    fake = FakeLLM(server=server)
+    with (
+        fake.serve() as url,
+        lmclient.Client(url, model="fake-model", dialect="vllm-guided") as client,
+    ):
+        assert client.generate("Q", Literal["yes", "no"]) in ("yes", "no")
+    assert fake.calls[0].body["guided_choice"] == ["yes", "no"]
+
+
+CAVEAT = (
+    "likely cause: vllm 0.12 and later accept the guided_* fields of dialect 'vllm-guided' and "
+    "ignore them, leaving the output unconstrained, and this server did not say its version; "
+    "if it is one, use dialect='vllm'"
+)
+
+
+def test_an_invalid_answer_names_the_ignored_fields_when_the_version_is_unknown() -> None:
+    """A server that does not say what it is may be a vLLM that ignored guided_*: the error of
+    an answer that does not validate, or that ran to max_tokens, says so."""
+    fake = FakeLLM(server="generic")
+    fake.reply("It is sunny today.", times=1)
+    fake.reply('{"name": "It is sunny and', finish_reason="length", times=1)
+    with (
+        fake.serve() as url,
+        lmclient.Client(url, model="fake-model", dialect="vllm-guided") as client,
+    ):
+        with pytest.raises(lmclient.ValidationError) as invalid:
+            client.generate("Q", Literal["yes", "no"])
+        with pytest.raises(lmclient.TruncatedError) as cut:
+            client.generate("Q", dict[str, str])
+    assert str(invalid.value).endswith(f"got 'It is sunny today.'; {CAVEAT}")
+    assert str(cut.value).endswith(
+        f"""raise max_tokens; got '{{"name": "It is sunny and'; {CAVEAT}"""
+    )
+
+
+def test_no_caveat_when_the_version_says_the_fields_are_read() -> None:
+    fake = FakeLLM(server="vllm-guided")
+    fake.reply("It is sunny today.")
+    with (
+        fake.serve() as url,
+        lmclient.Client(url, model="fake-model", dialect="vllm-guided") as client,
+        pytest.raises(lmclient.ValidationError) as caught,
+    ):
+        client.generate("Q", Literal["yes", "no"])
+    assert "likely cause" not in str(caught.value)

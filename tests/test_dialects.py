@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import msgspec
@@ -11,6 +12,7 @@ import pytest
 import lmclient
 from lmclient._dialects import DIALECTS, get_dialect, llamacpp_schema, strict_schema
 from lmclient._types import compile_output
+from lmclient.testing import FakeLLM
 from tests.kinds import KINDS, Kind, expected_fields, reply_text
 from tests.test_core import make_core
 
@@ -173,3 +175,59 @@ def test_extra_body_fields_a_server_reads_pass(dialect: str, field: str) -> None
     core = make_core(dialect=dialect)
     call = core.prepare("create", "Q", str, "chat", {"extra_body": {field: 1}})
     assert json.loads(call.request.body or b"")[field] == 1
+
+
+class Person(msgspec.Struct):
+    name: str
+
+
+DISABLE_ANY_WHITESPACE = {"structured_outputs": {"disable_any_whitespace": True}}
+NESTED = "structured_outputs.disable_any_whitespace"
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "extra", "field", "why"),
+    [
+        ("chat", DISABLE_ANY_WHITESPACE, NESTED, "--structured-outputs-config"),
+        ("completions", DISABLE_ANY_WHITESPACE, NESTED, "--structured-outputs-config"),
+        ("chat", {"user": "u-1"}, "user", "marks it as ignored"),
+    ],
+)
+def test_vllm_refuses_what_it_accepts_and_ignores(
+    endpoint: Any, extra: dict[str, Any], field: str, why: str
+) -> None:
+    """vLLM 0.32 reads disable_any_whitespace from its own configuration only, and never reads
+    the chat `user`: refused before anything is sent, beside lmclient's own structured_outputs
+    too, whether given per call or as a default."""
+    fake = FakeLLM(server="vllm")
+    with fake.serve() as url:
+        per_call = lmclient.Client(url, model="fake-model", dialect="vllm")
+        default = lmclient.Client(
+            url, model="fake-model", dialect="vllm", defaults={"extra_body": extra}
+        )
+        calls: list[Callable[[], object]] = [
+            lambda: per_call.create("Q", Person, endpoint=endpoint, extra_body=extra),
+            lambda: default.create("Q", Person, endpoint=endpoint),
+        ]
+        for call in calls:
+            with pytest.raises(ValueError) as caught:
+                call()
+            assert f"{field!r} is silently ignored by vllm servers" in str(caught.value)
+            assert why in str(caught.value)
+        per_call.close()
+        default.close()
+    assert fake.calls == []
+
+
+def test_the_vllm_refusal_names_the_server_setting() -> None:
+    with pytest.raises(ValueError) as caught:
+        get_dialect("vllm").check_extra(DISABLE_ANY_WHITESPACE, "chat")
+    config = '{"backend":"xgrammar","disable_any_whitespace":true}'
+    assert f"--structured-outputs-config '{config}'" in str(caught.value)
+
+
+def test_vllm_completions_user_passes() -> None:
+    fake = FakeLLM(server="vllm")
+    with fake.serve() as url, lmclient.Client(url, model="fake-model", dialect="vllm") as client:
+        client.complete("Q", extra_body={"user": "u-1"})
+    assert fake.last_request.body["user"] == "u-1"

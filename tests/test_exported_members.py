@@ -37,6 +37,12 @@ def test_all_is_the_public_names() -> None:
     assert sorted(lmclient.testing.__all__) == public_names(lmclient.testing)
 
 
+def test_testing_exports_what_a_test_author_writes() -> None:
+    """The fake, and the types its ``when=`` takes; its methods script replies and faults and
+    mount it, and the fixture is the plugin's. The machinery behind it stays private."""
+    assert sorted(lmclient.testing.__all__) == ["FakeLLM", "Match", "RecordedRequest"]
+
+
 def test_every_name_in_all_can_be_imported() -> None:
     for package in (lmclient, lmclient.testing):
         for name in package.__all__:

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lmclient
-from lmclient import _core
+from lmclient import _stream_state
 from lmclient._dialects import Endpoint
 from lmclient._sse import ArrayItems, SSEDecoder
 from tests.test_core import make_core
@@ -84,7 +84,7 @@ def test_response_bodies_and_error_envelopes(body: bytes, status: int, data: st.
 @given(chunks=st.lists(noise, max_size=6), data=st.data())
 def test_sse_and_stream_state(chunks: list[bytes], data: st.DataObject) -> None:
     output_type = data.draw(st.sampled_from(OUTPUT_TYPES))
-    state = _core.StreamState(
+    state = _stream_state.StreamState(
         make_core().prepare("stream", "Q", output_type, "chat", {}, stream=True)
     )
     framed = [b"data: " + c + b"\n\n" if data.draw(st.booleans()) else c for c in chunks]

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import lmclient
-from lmclient._core import Timeouts
+from lmclient._params import Timeouts
 from lmclient._transports.aio import AsyncTransport
 from lmclient._transports.sync import SyncTransport
 from tests import test_transports
@@ -110,9 +110,9 @@ async def test_async_refuses(case: Refused, script: Any, aio: AsyncTransport) ->
 def test_sync_refuses_a_stream_whose_trailers_never_end(script: Any, sync: SyncTransport) -> None:
     server = script(Reply(CHUNKED_HEAD + b"5\r\nhello\r\n0\r\n" + b"x: y\r\n" * 3000))
     with pytest.raises(lmclient.ProtocolError, match="trailer section"):  # at once or in the body
-        response, chunks = sync.stream(post(server.url), PATIENT, LIMIT, None)
+        response = sync.stream(post(server.url), PATIENT, LIMIT, None)
         try:
-            b"".join(chunks)
+            b"".join(response.chunks)
         finally:
             response.close()
     assert not sync._pool.connections()
@@ -123,9 +123,9 @@ async def test_async_refuses_a_stream_whose_trailers_never_end(
 ) -> None:
     server = script(Reply(CHUNKED_HEAD + b"5\r\nhello\r\n0\r\n" + b"x: y\r\n" * 3000))
     with pytest.raises(lmclient.ProtocolError, match="trailer section"):
-        response, chunks = await aio.stream(post(server.url), PATIENT, LIMIT, None)
+        response = await aio.stream(post(server.url), PATIENT, LIMIT, None)
         try:
-            [chunk async for chunk in chunks]
+            [chunk async for chunk in response.chunks]
         finally:
             await response.aclose()
     assert not aio._pool.connections()

@@ -122,7 +122,7 @@ def test_error_envelopes_over_sockets(
     fake.reply_error(status, json.loads(body))
     with lmclient.Client(url, model=MODEL) as client, pytest.raises(cls) as info:
         client.generate("Q")
-    assert info.value.message == lmclient._core.api_error(status, {}, body).message
+    assert info.value.message == lmclient._status.api_error(status, {}, body).message
 
 
 def test_unknown_model_is_not_found(url: str) -> None:

@@ -11,7 +11,7 @@ import pytest
 import respx
 
 import lmclient
-from lmclient import _core, errors
+from lmclient import _stream_state, errors
 from tests.conftest import EXAMPLES
 from tests.test_core import make_core
 
@@ -52,13 +52,13 @@ def text_stream(text: str, size: int = 3, finish: str = "stop", usage: bool = Tr
     return events(*parts)
 
 
-def state(output_type: Any = str, endpoint: Any = "chat") -> _core.StreamState:
-    return _core.StreamState(
+def state(output_type: Any = str, endpoint: Any = "chat") -> _stream_state.StreamState:
+    return _stream_state.StreamState(
         make_core().prepare("stream", "Q", output_type, endpoint, {}, stream=True)
     )
 
 
-def run(st: _core.StreamState, raw: bytes) -> list[str]:
+def run(st: _stream_state.StreamState, raw: bytes) -> list[str]:
     return st.feed(raw) + st.end()
 
 

@@ -14,7 +14,7 @@ import pytest
 import respx
 
 import lmclient
-from lmclient._core import Timeouts
+from lmclient._params import Timeouts
 from lmclient._transports.aio import AsyncTransport
 from lmclient._transports.sync import SyncTransport
 from tests import test_transports
@@ -228,8 +228,7 @@ def test_respx_path_inflates_a_bomb_no_further_than_the_limit() -> None:
         transport.send(post("http://bomb.test"), PATIENT, LIMIT, None)
     assert _refused_after(info.value) <= LIMIT + 1
     with pytest.raises(lmclient.ProtocolError) as info:
-        _, chunks = transport.stream(post("http://bomb.test"), PATIENT, LIMIT, None)
-        for _ in chunks:
+        for _ in transport.stream(post("http://bomb.test"), PATIENT, LIMIT, None).chunks:
             pass
     assert _refused_after(info.value) <= LIMIT + 1
 

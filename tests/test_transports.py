@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import math
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -29,7 +31,8 @@ import pytest
 import respx
 
 import lmclient
-from lmclient._core import PreparedRequest, Timeouts
+from lmclient._core import PreparedRequest
+from lmclient._params import Timeouts
 from lmclient._transports import common
 from lmclient._transports.aio import AsyncTransport
 from lmclient._transports.common import PatchWatch
@@ -342,9 +345,69 @@ def test_compressed_body_is_decoded_and_counted_decoded(script: Any, sync: SyncT
 
 def test_read_timeout(script: Any, sync: SyncTransport) -> None:
     server = script(Reply(silent=True))
-    with pytest.raises(lmclient.APITimeoutError):
+    started = time.monotonic()
+    with pytest.raises(lmclient.APITimeoutError, match="timed out waiting for the response"):
         send(sync, server.url, timeouts=SHORT)
+    assert 0.25 < time.monotonic() - started < 3
     assert not sync._pool.connections()
+
+
+def test_a_deadline_shortens_the_read_timeout(script: Any, sync: SyncTransport) -> None:
+    server = script(Reply(silent=True))
+    started = time.monotonic()
+    with pytest.raises(lmclient.APITimeoutError):
+        send(sync, server.url, deadline_at=started + 0.3)  # the read timeout is 5 s
+    assert 0.25 < time.monotonic() - started < 3
+
+
+def test_socket_timeouts_follow_each_call(script: Any, sync: SyncTransport) -> None:
+    """A plain socket's timeouts are the kernel's, set when they change: one call's deadline
+    must not shorten the next call's read timeout, nor be forgotten by it."""
+    server = script()
+
+    def socket_timeouts() -> tuple[float | None, float | None]:
+        (conn,) = sync._pool.connections()
+        if not conn.kernel:
+            return conn.sock.gettimeout(), conn.sock.gettimeout()
+        seconds = []
+        for option in (socket.SO_RCVTIMEO, socket.SO_SNDTIMEO):
+            sec, usec = struct.unpack("@ll", conn.sock.getsockopt(socket.SOL_SOCKET, option, 16))
+            seconds.append(sec + usec / 1e6 if sec or usec else None)
+        return seconds[0], seconds[1]
+
+    patient = Timeouts(5.0, 7.0, 6.0, 5.0)
+    send(sync, server.url, timeouts=patient)
+    assert socket_timeouts() in ((7.0, 6.0), (7.0, 7.0))  # kernel: both; Python: the last one set
+    send(sync, server.url, timeouts=patient, deadline_at=time.monotonic() + 2)
+    read, _ = socket_timeouts()
+    assert read is not None and 1 < read <= 2
+    send(sync, server.url, timeouts=Timeouts(5.0, math.inf, math.inf, 5.0))
+    assert socket_timeouts() == (None, None)
+    send(sync, server.url, timeouts=patient)
+    assert socket_timeouts() in ((7.0, 6.0), (7.0, 7.0))
+    assert server.connections == 1
+
+
+def test_write_timeout(sync: SyncTransport) -> None:
+    """A server that never reads: the request's send times out (the kernel's buffers take a few
+    megabytes, not the whole body)."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:  # never accepts nor reads
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        started = time.monotonic()
+        with pytest.raises(lmclient.APITimeoutError, match="sending the request"):
+            sync.send(post(url, b"x" * (64 << 20)), Timeouts(5.0, 5.0, 0.3, 5.0), LIMIT, None)
+        assert time.monotonic() - started < 3
+    assert not sync._pool.connections()
+
+
+async def test_async_write_timeout(aio: AsyncTransport) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as listener:  # never accepts nor reads
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        started = time.monotonic()
+        with pytest.raises(lmclient.APITimeoutError, match="sending the request"):
+            await aio.send(post(url, b"x" * (64 << 20)), Timeouts(5.0, 5.0, 0.3, 5.0), LIMIT, None)
+        assert time.monotonic() - started < 3
+    assert not aio._pool.connections()
 
 
 def test_expired_deadline_between_chunks(script: Any, sync: SyncTransport) -> None:
@@ -381,9 +444,9 @@ def test_the_encoded_head_follows_the_header_list(script: Any, sync: SyncTranspo
 
 def test_stream_yields_chunks_and_returns_the_connection(script: Any, sync: SyncTransport) -> None:
     server = script(chunked(b"data: 1\n\n", b"data: 2\n\n"), ok(b"after"))
-    response, chunks = sync.stream(post(server.url), TIMEOUTS, LIMIT, None)
-    assert response.status_code == 200 and response.headers["transfer-encoding"] == "chunked"
-    assert b"".join(chunks) == b"data: 1\n\ndata: 2\n\n"
+    response = sync.stream(post(server.url), TIMEOUTS, LIMIT, None)
+    assert response.status == 200 and response.headers["transfer-encoding"] == "chunked"
+    assert b"".join(response.chunks) == b"data: 1\n\ndata: 2\n\n"
     assert not sync._pool.in_use
     response.close()
     assert send(sync, server.url).body == b"after"
@@ -392,7 +455,7 @@ def test_stream_yields_chunks_and_returns_the_connection(script: Any, sync: Sync
 
 def test_closing_an_unread_stream_closes_its_connection(script: Any, sync: SyncTransport) -> None:
     server = script(chunked(b"a"), ok(b"next"))
-    response, _ = sync.stream(post(server.url), TIMEOUTS, LIMIT, None)
+    response = sync.stream(post(server.url), TIMEOUTS, LIMIT, None)
     assert sync._pool.in_use
     response.close()
     assert not sync._pool.in_use and not sync._pool.connections()
@@ -419,8 +482,8 @@ def test_the_pool_is_lifo_and_drops_the_oldest_expired(monkeypatch: pytest.Monke
         origin: tuple[str, str, int] = ("http", "h", 1)
         idle_since: float = 0.0
 
-        def usable(self) -> bool:
-            return True
+        def stale(self) -> bool:
+            return False
 
         def close(self) -> None:
             closed.append(self.name)
@@ -482,6 +545,23 @@ def tls_server(script: Any, certificate: Path) -> ScriptedServer:
 def test_tls_verifies_the_server(tls_server: ScriptedServer, sync: SyncTransport) -> None:
     with pytest.raises(lmclient.APIConnectionError, match="CERTIFICATE_VERIFY_FAILED"):
         send(sync, tls_server.url)
+
+
+def test_tls_read_timeout(
+    script: Any, certificate: Path, monkeypatch: pytest.MonkeyPatch, sync: SyncTransport
+) -> None:
+    """A TLS socket keeps Python's timeout (the ssl module would retry a read the kernel's
+    timeout ended): it must time out all the same."""
+    import ssl
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certificate)
+    server: ScriptedServer = script(Reply(silent=True), tls=context)
+    monkeypatch.setenv("SSL_CERT_FILE", str(certificate.with_suffix(".crt")))
+    started = time.monotonic()
+    with pytest.raises(lmclient.APITimeoutError, match="timed out waiting for the response"):
+        send(sync, server.url.replace("http:", "https:"), timeouts=SHORT)
+    assert 0.25 < time.monotonic() - started < 3
 
 
 def test_tls_with_a_trusted_certificate(
@@ -587,7 +667,10 @@ async def test_async_oversized_timeouts_refused_and_garbage(
 
 
 async def test_async_deadline_and_compressed_body(script: Any, aio: AsyncTransport) -> None:
-    server = script(chunked(b"a", b"b"), ok(gzip.compress(b"z" * 5000), "Content-Encoding: gzip"))
+    # The same reply twice: the call past its deadline may close its connection before the
+    # server has read the request, or after it has answered.
+    zipped = ok(gzip.compress(b"z" * 5000), "Content-Encoding: gzip")
+    server = script(zipped, zipped)
     with pytest.raises(lmclient.APITimeoutError, match="deadline"):
         await asend(aio, server.url, deadline_at=time.monotonic() - 1)
     assert (await asend(aio, server.url)).body == b"z" * 5000
@@ -604,12 +687,12 @@ async def test_async_large_request_body_waits_for_the_socket(
 
 async def test_async_stream_and_release(script: Any, aio: AsyncTransport) -> None:
     server = script(chunked(b"data: 1\n\n", b"data: 2\n\n"), chunked(b"a" * 10), ok(b"next"))
-    response, chunks = await aio.stream(post(server.url), TIMEOUTS, LIMIT, None)
-    assert response.status_code == 200
-    assert b"".join([c async for c in chunks]) == b"data: 1\n\ndata: 2\n\n"
+    response = await aio.stream(post(server.url), TIMEOUTS, LIMIT, None)
+    assert response.status == 200
+    assert b"".join([c async for c in response.chunks]) == b"data: 1\n\ndata: 2\n\n"
     assert not aio._pool.in_use
     await response.aclose()
-    response, chunks = await aio.stream(post(server.url), TIMEOUTS, LIMIT, None)
+    response = await aio.stream(post(server.url), TIMEOUTS, LIMIT, None)
     assert aio._pool.in_use
     await response.aclose()  # unread: the connection is closed, not pooled
     assert not aio._pool.in_use
@@ -780,7 +863,8 @@ async def test_async_read_timeout_of_a_reused_connection_is_its_own(
 async def test_closing_the_transport_fails_a_call_in_flight(script: Any) -> None:
     server = script(chunked(b"first")[:-5])  # the stream's end never comes
     transport = AsyncTransport()
-    response, chunks = await transport.stream(post(server.url), TIMEOUTS, LIMIT, None)
+    response = await transport.stream(post(server.url), TIMEOUTS, LIMIT, None)
+    chunks = response.chunks
     assert await chunks.__anext__() == b"first"
     await transport.aclose()
     with pytest.raises(lmclient.APIConnectionError, match="closed during the call"):

@@ -6,17 +6,20 @@ from __future__ import annotations
 import asyncio
 import math
 import ssl
+import time
 from collections.abc import AsyncIterator, Callable
 
 import httpx
 
 from lmclient import errors
-from lmclient._core import PreparedRequest, Timeouts
+from lmclient._core import PreparedRequest
 from lmclient._http11 import BadResponse, ResponseParser, declared_length, encode_request
+from lmclient._params import Timeouts
 from lmclient._proxies import proxied
 from lmclient._transports.common import (
     DEFAULT_LIMITS,
     STREAM_HIGH_WATER,
+    AsyncStreamResponse,
     Limiter,
     PatchWatch,
     Pool,
@@ -28,6 +31,7 @@ from lmclient._transports.common import (
     httpx_request,
     io_error,
     or_none,
+    raw_response,
     readability,
     ssl_context,
 )
@@ -37,7 +41,7 @@ __all__ = ["AsyncTransport"]
 _ASYNC_MOCK = PatchWatch("AsyncConnectionPool", "handle_async_request")
 
 
-def _nothing() -> bool:
+def _nothing() -> object:
     return False
 
 
@@ -70,6 +74,7 @@ class _AsyncConnection(asyncio.Protocol):
         "reading_paused",
         "streaming",
         "timer",
+        "timer_at",
         "transport",
         "waiter",
     )
@@ -86,6 +91,7 @@ class _AsyncConnection(asyncio.Protocol):
         self.waiter: asyncio.Future[None] | None = None
         self.drain: asyncio.Future[None] | None = None
         self.timer: asyncio.TimerHandle | None = None
+        self.timer_at = 0.0  # when the timer fires
         self.deadline_timer: asyncio.TimerHandle | None = None  # only for calls with a deadline
         self.streaming = False
         self.reading_paused = False
@@ -93,15 +99,15 @@ class _AsyncConnection(asyncio.Protocol):
         self.read_timeout = math.inf
         self.last_read = 0.0
         self.idle_since = 0.0
-        self.readable: Callable[[], bool] = _nothing
+        self.readable: Callable[[], object] = _nothing
 
     # -- the pool's view -------------------------------------------------------------------
 
-    def usable(self) -> bool:
-        """Open, of this loop, and with nothing to read: bytes that arrived while
-        idle close the connection in `data_received`, but only once the loop has had a turn, so
+    def stale(self) -> object:
+        """Closed, of another loop, or with something to read: bytes that arrived while idle
+        close the connection in `data_received`, but only once the loop has had a turn, so
         bytes still in the kernel are looked for too (as the sync connection does)."""
-        return not self.closed and self.loop is asyncio.get_running_loop() and not self.readable()
+        return self.closed or self.loop is not asyncio.get_running_loop() or self.readable()
 
     def close(self) -> None:
         self._cancel_timer()
@@ -132,20 +138,11 @@ class _AsyncConnection(asyncio.Protocol):
             self.deadline_timer = self.loop.call_at(limiter.deadline_at, self._deadline)
         self.transport.write(payload)
         if not math.isinf(read_timeout):
-            self.last_read = now = self.loop.time()
-            timer = self.timer
-            if timer is None or timer.when() > now + read_timeout:  # else it re-arms itself
-                if timer is not None:
-                    timer.cancel()
-                self.timer = self.loop.call_at(now + read_timeout, self._check_idle)
+            self.last_read = now = time.monotonic()
+            if self.timer is None or self.timer_at > now + read_timeout:  # else it re-arms itself
+                self._cancel_timer()
+                self._arm_timer(now + read_timeout)
         return parser
-
-    async def wait(self) -> None:
-        waiter = self.waiter = self.loop.create_future()
-        try:
-            await waiter
-        finally:
-            self.waiter = None
 
     def take_pieces(self) -> bytes:
         pieces, self.pieces = self.pieces, []
@@ -161,7 +158,8 @@ class _AsyncConnection(asyncio.Protocol):
         connection and read-timeout period, not one per request)."""
         self.parser = None
         self.limiter = None
-        self._cancel_deadline()
+        if self.deadline_timer is not None:
+            self._cancel_deadline()
 
     # -- asyncio callbacks -----------------------------------------------------------------
 
@@ -175,7 +173,7 @@ class _AsyncConnection(asyncio.Protocol):
         if parser is None or self.error is not None:
             self.close()  # bytes nobody asked for: the connection's state is unknown
             return
-        self.last_read = self.loop.time()
+        self.last_read = time.monotonic()
         limiter = self.limiter
         assert limiter is not None
         try:
@@ -186,16 +184,18 @@ class _AsyncConnection(asyncio.Protocol):
             else:
                 piece = parser.feed(data)
             if piece:
-                piece = limiter.take(piece)
+                if parser.length is None or limiter.decoder is not None:
+                    piece = limiter.take(piece)  # else within the declared length checked above
                 self.pieces.append(piece)
-                self.buffered += len(piece)
                 # Only a stream has a reader that drains `pieces` as they come; a whole response
                 # is read to its end, bounded by the limiter's max_bytes (pausing it here would
-                # leave nothing to resume reading: a hang).
-                if self.streaming and self.buffered > STREAM_HIGH_WATER and not self.reading_paused:
-                    self.reading_paused = True
-                    assert self.transport is not None
-                    self.transport.pause_reading()
+                # leave nothing to resume reading: a hang). The deadline has its own timer.
+                if self.streaming:
+                    self.buffered += len(piece)
+                    if self.buffered > STREAM_HIGH_WATER and not self.reading_paused:
+                        self.reading_paused = True
+                        assert self.transport is not None
+                        self.transport.pause_reading()
             if parser.complete and limiter.decoder is not None:
                 self.pieces.append(limiter.finish())
         except (BadResponse, errors.LMClientError) as exc:
@@ -255,12 +255,12 @@ class _AsyncConnection(asyncio.Protocol):
         self.timer = None
         if self.parser is None or self.closed or math.isinf(self.read_timeout):
             return
-        now = self.loop.time()
+        now = time.monotonic()
         if self.reading_paused:  # the reader is slow, not the server
             self.last_read = now
         idle = now - self.last_read
         if idle < self.read_timeout:
-            self.timer = self.loop.call_at(now + self.read_timeout - idle, self._check_idle)
+            self._arm_timer(now + self.read_timeout - idle)
             return
         self._fail(errors.APITimeoutError("timed out waiting for the server (read timeout)"))
         self.close()
@@ -278,14 +278,20 @@ class _AsyncConnection(asyncio.Protocol):
             self.deadline_timer.cancel()
             self.deadline_timer = None
 
+    def _arm_timer(self, when: float) -> None:
+        self.timer = self.loop.call_at(when, self._check_idle)
+        self.timer_at = when
+
     def _cancel_timer(self) -> None:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
 
 
-class _AsyncBody(httpx.AsyncByteStream):
+class _AsyncBody:
     """`_SyncBody` for asyncio."""
+
+    __slots__ = ("_conn", "_pool")
 
     def __init__(self, pool: Pool[_AsyncConnection], conn: _AsyncConnection) -> None:
         self._pool = pool
@@ -318,8 +324,9 @@ class _AsyncBody(httpx.AsyncByteStream):
                 conn.finish()
                 self._pool.release(conn, parser.keep_alive)
                 raise StopAsyncIteration
+            waiter = conn.waiter = conn.loop.create_future()  # woken by the next piece
             try:
-                await conn.wait()
+                await waiter
             except BaseException:
                 await self.aclose()
                 raise
@@ -361,7 +368,7 @@ class AsyncTransport:
         body = conn.take_pieces()
         conn.finish()
         self._pool.release(conn, parser.keep_alive)
-        return RawResponse(parser.status, parser.headers, body)
+        return raw_response((parser.status, parser.headers, body))
 
     async def stream(
         self,
@@ -369,7 +376,7 @@ class AsyncTransport:
         timeouts: Timeouts,
         max_bytes: int,
         deadline_at: float | None,
-    ) -> tuple[httpx.Response, AsyncIterator[bytes]]:
+    ) -> AsyncStreamResponse:
         if self._via_httpx or _ASYNC_MOCK.active():
             return await self._httpx_stream(request, timeouts, max_bytes, deadline_at)
         conn, parser = await self._exchange(
@@ -377,7 +384,7 @@ class AsyncTransport:
         )
         assert parser.headers is not None
         body = _AsyncBody(self._pool, conn)
-        return httpx.Response(parser.status, headers=parser.headers, stream=body), body
+        return AsyncStreamResponse(parser.status, parser.headers, body, body.aclose)
 
     async def aclose(self) -> None:
         """Close every connection; when this returns, their sockets are closed too (asyncio
@@ -396,38 +403,31 @@ class AsyncTransport:
     ) -> tuple[_AsyncConnection, ResponseParser]:
         """Send the request; return the connection and its parser once the head (a stream) or
         the whole response (otherwise) has arrived. A pooled connection found closed is
-        replaced once."""
+        replaced once. (One coroutine, awaiting the connection's futures directly: each layer
+        of coroutines costs every call.)"""
         target = self._targets.get(request)
         payload = encode_request(target.head, request.body)
         conn = self._pool.checkout(target.origin)
-        if conn is not None:
+        pooled = conn is not None
+        while True:
+            if conn is None:
+                conn = await self._connect(target, timeouts.connect)
             try:
-                return conn, await self._roundtrip(conn, payload, timeouts, limiter, stream)
-            except StaleConnection:
-                pass
-        conn = await self._connect(target, timeouts.connect)
-        return conn, await self._roundtrip(conn, payload, timeouts, limiter, stream)
-
-    async def _roundtrip(
-        self,
-        conn: _AsyncConnection,
-        payload: bytes,
-        timeouts: Timeouts,
-        limiter: Limiter,
-        stream: bool,
-    ) -> ResponseParser:
-        try:
-            parser = conn.begin(payload, limiter, timeouts.read, stream)
-            if conn.drain is not None:
-                await self._drain(conn, timeouts.write)
-            while conn.error is None:
-                if parser.complete or (stream and parser.headers is not None):
-                    return parser
-                await conn.wait()
-            raise conn.error
-        except BaseException:
-            self._pool.discard(conn)
-            raise
+                parser = conn.begin(payload, limiter, timeouts.read, stream)
+                if conn.drain is not None:
+                    await self._drain(conn, timeouts.write)
+                while conn.error is None:
+                    if parser.complete or (stream and parser.headers is not None):
+                        return conn, parser
+                    waiter = conn.waiter = conn.loop.create_future()  # woken by data_received
+                    await waiter
+                raise conn.error
+            except BaseException as exc:
+                self._pool.discard(conn)
+                if not (pooled and isinstance(exc, StaleConnection)):
+                    raise
+            conn = None
+            pooled = False
 
     @staticmethod
     async def _drain(conn: _AsyncConnection, timeout: float) -> None:
@@ -504,7 +504,7 @@ class AsyncTransport:
         timeouts: Timeouts,
         max_bytes: int,
         deadline_at: float | None,
-    ) -> tuple[httpx.Response, AsyncIterator[bytes]]:
+    ) -> AsyncStreamResponse:
         try:
             response = await self._httpx_open(request, timeouts)
         except httpx.HTTPError as exc:
@@ -524,4 +524,6 @@ class AsyncTransport:
             except BadResponse as exc:
                 raise io_error(exc, "reading the response") from exc
 
-        return response, chunks()
+        return AsyncStreamResponse(
+            response.status_code, response.headers, chunks(), response.aclose
+        )

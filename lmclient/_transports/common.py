@@ -3,19 +3,21 @@ httpx requests of the paths that go through httpx. The design is in `lmclient._t
 
 from __future__ import annotations
 
+import functools
 import math
 import select
 import socket
 import sys
 import time
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
 import httpx
 
 from lmclient import errors
-from lmclient._core import PreparedRequest, Timeouts
+from lmclient._core import PreparedRequest
 from lmclient._http11 import BadResponse, ContentDecoder, content_decoder, encode_head
+from lmclient._params import Timeouts
 
 if TYPE_CHECKING:
     import ssl
@@ -28,15 +30,58 @@ STREAM_HIGH_WATER = 1024 * 1024  # an unread stream stops reading from the socke
 DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=100)
 
 
-class RawResponse:
+class RawResponse(NamedTuple):
     """Status, headers (readable by lower-case name) and the whole body of one response."""
 
-    __slots__ = ("body", "headers", "status")
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
 
-    def __init__(self, status: int, headers: Mapping[str, str], body: bytes) -> None:
+
+# Builds a RawResponse without the NamedTuple's Python-level __new__: one per call.
+raw_response: Callable[[tuple[int, Mapping[str, str], bytes]], RawResponse] = functools.partial(
+    tuple.__new__, RawResponse
+)
+
+
+class StreamResponse:
+    """A streamed response as the shells see it, whichever transport opened it (lmclient's own,
+    or httpx's for a user's client, a proxy or a respx mock): its status and headers, an
+    iterator of its checked body chunks, and `close`, which releases the connection (back to
+    the pool once the body has ended, else closed) and may be called more than once."""
+
+    __slots__ = ("chunks", "close", "headers", "status")
+
+    def __init__(
+        self,
+        status: int,
+        headers: Mapping[str, str],
+        chunks: Iterator[bytes],
+        close: Callable[[], None],
+    ) -> None:
         self.status = status
         self.headers = headers
-        self.body = body
+        self.chunks = chunks
+        self.close = close
+
+
+class AsyncStreamResponse:
+    """`StreamResponse` for asyncio: ``chunks`` is iterated with ``async for``, ``aclose``
+    awaited."""
+
+    __slots__ = ("aclose", "chunks", "headers", "status")
+
+    def __init__(
+        self,
+        status: int,
+        headers: Mapping[str, str],
+        chunks: AsyncIterator[bytes],
+        aclose: Callable[[], Awaitable[None]],
+    ) -> None:
+        self.status = status
+        self.headers = headers
+        self.chunks = chunks
+        self.aclose = aclose
 
 
 # -- what every transport shares ----------------------------------------------------------------
@@ -68,31 +113,35 @@ class Limiter:
         """Decode (if the body has a content coding) and count one piece of the body."""
         if self.decoder is not None:
             piece = self.decoder.decode(piece, self.max_bytes - self.received + 1)
-        self._count(len(piece))
+        self.received += len(piece)
+        if self.received > self.max_bytes or (
+            self.deadline_at is not None and time.monotonic() > self.deadline_at
+        ):
+            self._refuse()
         return piece
 
     def finish(self) -> bytes:
-        """The body ended: what a content decoder still holds."""
-        if self.decoder is None:
-            return b""
-        rest = self.decoder.flush()
-        self._count(len(rest))
-        return rest
+        """The body ended: what a content decoder still holds (counted, not decoded again)."""
+        decoder, self.decoder = self.decoder, None
+        return b"" if decoder is None else self.take(decoder.flush())
 
-    def _count(self, n: int) -> None:
-        self.received += n
+    def _refuse(self) -> None:
         if self.received > self.max_bytes:
             raise errors.ProtocolError(
                 f"response refused after {self.received} bytes: larger than "
                 f"max_response_bytes={self.max_bytes}"
             )
-        if self.deadline_at is not None and time.monotonic() > self.deadline_at:
-            raise errors.APITimeoutError("the call's deadline expired while reading the response")
+        raise errors.APITimeoutError("the call's deadline expired while reading the response")
 
 
 class StaleConnection(errors.APIConnectionError):
     """The connection was closed before any byte of the response arrived. On a pooled connection
     this is the server having closed it while idle: the request is sent again on a fresh one."""
+
+
+# What a timed-out socket call raises: TimeoutError from a socket with a Python timeout;
+# BlockingIOError (EAGAIN) from a blocking one whose kernel timeout (SO_RCVTIMEO) expired.
+TIMEOUTS = (TimeoutError, BlockingIOError)
 
 
 def io_error(exc: BaseException, doing: str) -> errors.LMClientError:
@@ -101,7 +150,7 @@ def io_error(exc: BaseException, doing: str) -> errors.LMClientError:
         return exc
     if isinstance(exc, BadResponse):
         return errors.ProtocolError(f"invalid HTTP response: {exc}")
-    if isinstance(exc, TimeoutError):
+    if isinstance(exc, TIMEOUTS):
         return errors.APITimeoutError(f"timed out {doing}")
     return errors.APIConnectionError(f"{type(exc).__name__} {doing}: {exc}")
 
@@ -158,7 +207,9 @@ class _Connection(Protocol):
     origin: tuple[str, str, int]
     idle_since: float
 
-    def usable(self) -> bool: ...
+    def stale(self) -> object:
+        """Truthy when the idle connection must not carry another request."""
+
     def close(self) -> None: ...
 
 
@@ -187,7 +238,7 @@ class Pool(Generic[C]):
                 conn = idle.pop()
             except IndexError:
                 return None
-            if now - conn.idle_since < KEEPALIVE_EXPIRY and conn.usable():
+            if now - conn.idle_since < KEEPALIVE_EXPIRY and not conn.stale():
                 self.in_use.add(conn)
                 return conn
             conn.close()
@@ -308,17 +359,20 @@ def httpx_error(exc: httpx.HTTPError) -> errors.APIConnectionError:
     return errors.APIConnectionError(f"{type(exc).__name__}: {exc}")
 
 
-def readability(sock: socket.socket | Any) -> Callable[[], bool]:
+def readability(sock: socket.socket | Any) -> Callable[[], object]:
     """A check, without waiting, of whether ``sock`` (a socket, or asyncio's wrapper of one) has
-    anything to read (bytes or EOF); for an SSL socket, also bytes it has already decrypted."""
+    anything to read (bytes or EOF): truthy if so. For an SSL socket, also bytes it has already
+    decrypted. An idle connection that has become readable was closed by the server, or carries
+    bytes nobody asked for (a stray response, a ``408`` written before closing), which would
+    otherwise be read as the next request's answer (httpcore checks the same before reuse)."""
     pending = getattr(sock, "pending", None)
     if hasattr(select, "poll"):
         poller = select.poll()
         poller.register(sock, select.POLLIN)
-        poll = poller.poll
         if pending is None:
-            return lambda: bool(poll(0))
-        return lambda: bool(pending() or poll(0))
+            return functools.partial(poller.poll, 0)  # one system call, no Python frame
+        poll = poller.poll
+        return lambda: pending() or poll(0)
     fileno = sock.fileno()
 
     def selected() -> bool:  # no poll() on Windows

@@ -2,30 +2,37 @@
 
 from __future__ import annotations
 
+import math
 import socket
+import struct
+import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import httpx
 
 from lmclient import errors
-from lmclient._core import PreparedRequest, Timeouts
+from lmclient._core import PreparedRequest
 from lmclient._http11 import BadResponse, ResponseParser, declared_length, encode_request
+from lmclient._params import Timeouts
 from lmclient._proxies import proxied
 from lmclient._transports.common import (
     DEFAULT_LIMITS,
     READ_SIZE,
+    TIMEOUTS,
     Limiter,
     PatchWatch,
     Pool,
     RawResponse,
     StaleConnection,
+    StreamResponse,
     Target,
     Targets,
     httpx_error,
     httpx_request,
     io_error,
     or_none,
+    raw_response,
     readability,
     remaining,
     ssl_context,
@@ -38,36 +45,64 @@ __all__ = ["SyncTransport"]
 
 _SYNC_MOCK = PatchWatch("ConnectionPool", "handle_request")
 
+# Where SO_RCVTIMEO and SO_SNDTIMEO take a struct timeval of two longs (64-bit Linux and macOS).
+_KERNEL_TIMEOUTS = sys.platform in ("linux", "darwin") and struct.calcsize("@l") == 8
+_TIMEVAL = struct.Struct("@ll")
+
+
+def _timeval(timeout: float) -> bytes:
+    """``timeout`` seconds as SO_RCVTIMEO/SO_SNDTIMEO take it, rounded up to the microsecond; a
+    zero timeval means no timeout there, so any finite timeout is at least one microsecond."""
+    if math.isinf(timeout):
+        return _TIMEVAL.pack(0, 0)
+    seconds, micros = divmod(max(1, math.ceil(timeout * 1_000_000)), 1_000_000)
+    return _TIMEVAL.pack(seconds, micros)
+
 
 class _SyncConnection:
-    """A socket and what the pool needs to know about it."""
+    """A socket and what the pool needs to know about it.
 
-    __slots__ = ("idle_since", "origin", "readable", "sock", "timeout")
+    A plain TCP socket is blocking, its send and receive timeouts the kernel's (SO_SNDTIMEO,
+    SO_RCVTIMEO: a timed-out call raises BlockingIOError), each set only when its value changes:
+    a socket with a Python timeout waits in poll() before every send and every receive, a system
+    call each. A signal handled while a call waits restarts that call (PEP 475), and with it the
+    kernel's timeout. A TLS socket keeps Python's timeout, one for both directions (the ssl
+    module would retry a read that the kernel timed out), as do other platforms."""
 
-    def __init__(self, sock: socket.socket, origin: tuple[str, str, int], timeout: float) -> None:
+    __slots__ = ("idle_since", "kernel", "origin", "read_timeout", "sock", "stale", "write_timeout")
+
+    def __init__(self, sock: socket.socket, origin: tuple[str, str, int], tls: bool) -> None:
         self.sock = sock
         self.origin = origin
-        self.timeout = timeout
+        self.kernel = _KERNEL_TIMEOUTS and not tls
+        if self.kernel:
+            sock.settimeout(None)
+        self.read_timeout = self.write_timeout = math.nan  # unequal to any: set on first use
         self.idle_since = 0.0
-        self.readable = readability(sock)
+        self.stale = readability(sock)
 
-    def set_timeout(self, timeout: float) -> None:
-        if timeout != self.timeout:
+    def set_write_timeout(self, timeout: float) -> None:
+        if self.kernel:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(timeout))
+            self.write_timeout = timeout
+        else:
             self.sock.settimeout(or_none(timeout))
-            self.timeout = timeout
+            self.write_timeout = self.read_timeout = timeout
 
-    def pace(self, read_timeout: float, deadline_at: float | None, doing: str) -> None:
+    def set_read_timeout(self, timeout: float) -> None:
+        if self.kernel:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(timeout))
+            self.read_timeout = timeout
+        else:
+            self.sock.settimeout(or_none(timeout))
+            self.write_timeout = self.read_timeout = timeout
+
+    def pace(self, read_timeout: float, deadline_at: float, doing: str) -> None:
         """Before a read: wait no longer than the read timeout, nor past the deadline (so a
         server trickling bytes cannot keep a call alive after it)."""
-        if deadline_at is not None:
-            self.set_timeout(min(read_timeout, remaining(deadline_at, doing)))
-
-    def usable(self) -> bool:
-        """Nothing to read: an idle connection that has become readable was
-        closed by the server, or carries bytes nobody asked for (a stray response, a ``408``
-        written before closing), which would otherwise be read as the next request's answer
-        (httpcore checks the same before reuse; the async connection closes itself on them)."""
-        return not self.readable()
+        timeout = min(read_timeout, remaining(deadline_at, doing))
+        if timeout != self.read_timeout:
+            self.set_read_timeout(timeout)
 
     def close(self) -> None:
         self.sock.close()
@@ -78,7 +113,8 @@ def _read_body(
 ) -> bytes:
     """One read's worth of body (possibly none); `parser.complete` tells when the body has
     ended, also when it ends with the connection; a close before that end raises."""
-    conn.pace(read_timeout, deadline_at, "reading the response")
+    if deadline_at is not None:
+        conn.pace(read_timeout, deadline_at, "reading the response")
     data = conn.sock.recv(READ_SIZE)
     if data:
         return parser.feed(data)
@@ -89,9 +125,11 @@ def _read_body(
     return b""
 
 
-class _SyncBody(httpx.SyncByteStream):
+class _SyncBody:
     """A streamed response's body: iterate for its checked chunks; `close` releases the
     connection (back to the pool once the body has ended, else closed)."""
+
+    __slots__ = ("_conn", "_first", "_limiter", "_parser", "_pool", "_read_timeout")
 
     def __init__(
         self,
@@ -169,9 +207,17 @@ class SyncTransport:
     ) -> RawResponse:
         if self._via_httpx or _SYNC_MOCK.active():
             return self._httpx_send(request, timeouts, max_bytes, deadline_at)
+        conn, parser, first = self._exchange(request, timeouts, deadline_at)
+        headers = parser.headers
+        assert headers is not None
+        if parser.complete and len(first) <= max_bytes and "content-encoding" not in headers:
+            # The whole response came with its head (a small one, the common case): within the
+            # limit, nothing to decode, the deadline met.
+            self._pool.release(conn, parser.keep_alive)
+            return raw_response((parser.status, headers, first))
         limiter = Limiter(max_bytes, deadline_at)
-        conn, parser, first = self._exchange(request, timeouts, limiter)
         try:
+            limiter.head(headers, parser.length)
             parts = [limiter.take(first)] if first else []
             while not parser.complete:
                 piece = _read_body(conn, parser, timeouts.read, deadline_at)
@@ -185,9 +231,8 @@ class SyncTransport:
                 raise io_error(exc, "reading the response") from exc
             raise
         self._pool.release(conn, parser.keep_alive)
-        assert parser.headers is not None
         body = parts[0] if len(parts) == 1 else b"".join(parts)
-        return RawResponse(parser.status, parser.headers, body)
+        return raw_response((parser.status, headers, body))
 
     def stream(
         self,
@@ -195,16 +240,23 @@ class SyncTransport:
         timeouts: Timeouts,
         max_bytes: int,
         deadline_at: float | None,
-    ) -> tuple[httpx.Response, Iterator[bytes]]:
-        """Open a response and return it with an iterator of its checked body chunks; the caller
-        closes the response."""
+    ) -> StreamResponse:
+        """Open a response once its head has arrived; the caller reads its chunks and closes
+        it."""
         if self._via_httpx or _SYNC_MOCK.active():
             return self._httpx_stream(request, timeouts, max_bytes, deadline_at)
-        limiter = Limiter(max_bytes, deadline_at)
-        conn, parser, first = self._exchange(request, timeouts, limiter)
+        conn, parser, first = self._exchange(request, timeouts, deadline_at)
         assert parser.headers is not None
+        limiter = Limiter(max_bytes, deadline_at)
+        try:
+            limiter.head(parser.headers, parser.length)
+        except BaseException as exc:
+            self._pool.discard(conn)
+            if isinstance(exc, BadResponse):
+                raise io_error(exc, "reading the response") from exc
+            raise
         body = _SyncBody(self._pool, conn, parser, limiter, first, timeouts.read)
-        return httpx.Response(parser.status, headers=parser.headers, stream=body), body
+        return StreamResponse(parser.status, parser.headers, body, body.close)
 
     def close(self) -> None:
         self._pool.close()
@@ -214,7 +266,7 @@ class SyncTransport:
     # -- own HTTP/1.1 --------------------------------------------------------------------
 
     def _exchange(
-        self, request: PreparedRequest, timeouts: Timeouts, limiter: Limiter
+        self, request: PreparedRequest, timeouts: Timeouts, deadline_at: float | None
     ) -> tuple[_SyncConnection, ResponseParser, bytes]:
         """Send the request; return its connection and parser once the head has arrived, with the
         body bytes that came with it. A pooled connection found closed is replaced once."""
@@ -223,23 +275,31 @@ class SyncTransport:
         conn = self._pool.checkout(target.origin)
         if conn is not None:
             try:
-                return conn, *self._roundtrip(conn, payload, timeouts, limiter)
+                parser, first = self._roundtrip(conn, payload, timeouts, deadline_at)
+                return conn, parser, first
             except StaleConnection:
                 pass
         conn = self._connect(target, timeouts.connect)
-        return conn, *self._roundtrip(conn, payload, timeouts, limiter)
+        parser, first = self._roundtrip(conn, payload, timeouts, deadline_at)
+        return conn, parser, first
 
     def _roundtrip(
-        self, conn: _SyncConnection, payload: bytes, timeouts: Timeouts, limiter: Limiter
+        self,
+        conn: _SyncConnection,
+        payload: bytes,
+        timeouts: Timeouts,
+        deadline_at: float | None,
     ) -> tuple[ResponseParser, bytes]:
         parser = ResponseParser()
+        sock = conn.sock
         doing = "sending the request"
         try:
-            conn.set_timeout(timeouts.write)
+            if timeouts.write != conn.write_timeout:
+                conn.set_write_timeout(timeouts.write)
             try:
-                conn.sock.sendall(payload)
+                sock.sendall(payload)
             except OSError as exc:
-                if isinstance(exc, TimeoutError):
+                if isinstance(exc, TIMEOUTS):
                     raise
                 # A server may answer early (413, 401) and close before reading the whole
                 # body, which breaks the send: its answer is what the caller needs, so read it
@@ -249,12 +309,13 @@ class SyncTransport:
             else:
                 doing = "waiting for the response"
                 sent = True
-            conn.set_timeout(timeouts.read)
-            recv = conn.sock.recv
-            first = b""
-            while parser.headers is None:
-                conn.pace(timeouts.read, limiter.deadline_at, doing)
-                data = recv(READ_SIZE)
+            read_timeout = timeouts.read
+            if read_timeout != conn.read_timeout:
+                conn.set_read_timeout(read_timeout)
+            while True:
+                if deadline_at is not None:
+                    conn.pace(read_timeout, deadline_at, doing)
+                data = sock.recv(READ_SIZE)
                 if not data:
                     if parser.started:
                         raise errors.APIConnectionError(
@@ -262,16 +323,13 @@ class SyncTransport:
                         )
                     raise StaleConnection("the server closed the connection without answering")
                 first = parser.feed(data)
+                if parser.headers is not None:
+                    break
             if not sent:
                 parser.keep_alive = False  # the server stopped reading the request mid-body
-            limiter.head(parser.headers, parser.length)
         except BaseException as exc:
             self._pool.discard(conn)
-            if (
-                isinstance(exc, OSError)
-                and not isinstance(exc, TimeoutError)
-                and not parser.started
-            ):
+            if isinstance(exc, OSError) and not isinstance(exc, TIMEOUTS) and not parser.started:
                 raise StaleConnection(f"{type(exc).__name__} {doing}: {exc}") from exc
             if isinstance(exc, (OSError, BadResponse)):
                 raise io_error(exc, doing) from exc
@@ -287,12 +345,12 @@ class SyncTransport:
                     if self._ssl is None:
                         self._ssl = ssl_context()
                     sock = self._ssl.wrap_socket(sock, server_hostname=target.host)
+                conn = _SyncConnection(sock, target.origin, target.tls)
             except BaseException:
                 sock.close()
                 raise
         except OSError as exc:
             raise io_error(exc, f"connecting to {target.host}:{target.port}") from exc
-        conn = _SyncConnection(sock, target.origin, timeout)
         self._pool.add(conn)
         return conn
 
@@ -334,7 +392,7 @@ class SyncTransport:
         timeouts: Timeouts,
         max_bytes: int,
         deadline_at: float | None,
-    ) -> tuple[httpx.Response, Iterator[bytes]]:
+    ) -> StreamResponse:
         try:
             response = self._httpx_open(request, timeouts)
         except httpx.HTTPError as exc:
@@ -354,4 +412,4 @@ class SyncTransport:
             except BadResponse as exc:
                 raise io_error(exc, "reading the response") from exc
 
-        return response, chunks()
+        return StreamResponse(response.status_code, response.headers, chunks(), response.close)

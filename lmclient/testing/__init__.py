@@ -15,11 +15,12 @@ corrupt bodies, broken streams) are scripted the same way::
         ...                                 # or: with fake.mock() as base_url: (respx)
     fake.assert_called(times=2, with_output_type=Person)
 
-With pytest, the ``fake_llm`` fixture (this package's pytest plugin) gives a served FakeLLM per
-test. The names below are imported on first use (PEP 562): pytest imports the plugin module of
-this package in every session, and that must not pay for msgspec and the fake. respx and httpx
-are imported when :meth:`FakeLLM.mock` is used, lmclient's clients when an output type is
-compared (:meth:`RecordedRequest.asks_for`).
+With pytest, the ``fake_llm`` fixture (this package's pytest plugin,
+:mod:`lmclient.testing.pytest_plugin`) gives a served FakeLLM per test. The names below are
+imported on first use (PEP 562): pytest imports the plugin module of this package in every
+session, and that must not pay for msgspec and the fake. respx and httpx are imported when
+:meth:`FakeLLM.mock` is used, lmclient's clients when an output type is compared
+(:meth:`RecordedRequest.asks_for`).
 """
 
 from __future__ import annotations
@@ -29,65 +30,16 @@ from typing import TYPE_CHECKING
 from lmclient._lazy import lazy_attributes as _lazy_attributes
 
 if TYPE_CHECKING:
-    from ._constraints import Constraint, ConstraintKind, read_constraint
-    from ._errors import ConstraintError, UnsatisfiableError
     from ._fake import FakeLLM
-    from ._faults import FAULTS, Fault, FaultKind
-    from ._recording import Endpoint, RecordedRequest
-    from ._regex_gen import regex_instance
-    from ._schema_instance import OptionalFields, schema_instance
-    from ._script import Match, Reply, StreamStyle, When
-    from ._wire import FakeResponse, Pause, StreamDropped, estimate_tokens
+    from ._recording import RecordedRequest
+    from ._script import Match
 
-_LAZY = {
-    "Constraint": "_constraints",
-    "ConstraintKind": "_constraints",
-    "read_constraint": "_constraints",
-    "ConstraintError": "_errors",
-    "UnsatisfiableError": "_errors",
-    "FakeLLM": "_fake",
-    "FAULTS": "_faults",
-    "Fault": "_faults",
-    "FaultKind": "_faults",
-    "Endpoint": "_recording",
-    "RecordedRequest": "_recording",
-    "regex_instance": "_regex_gen",
-    "OptionalFields": "_schema_instance",
-    "schema_instance": "_schema_instance",
-    "Match": "_script",
-    "Reply": "_script",
-    "StreamStyle": "_script",
-    "When": "_script",
-    "FakeResponse": "_wire",
-    "Pause": "_wire",
-    "StreamDropped": "_wire",
-    "estimate_tokens": "_wire",
-}
+# What a test author writes: the fake (its methods script replies and faults, mount it, assert
+# on what it received) and the types its ``when=`` takes. The generators and the wire helpers
+# behind it stay in their modules.
+_LAZY = {"FakeLLM": "_fake", "RecordedRequest": "_recording", "Match": "_script"}
 
 
 __getattr__, __dir__ = _lazy_attributes(__name__, _LAZY, globals())
 
-__all__ = [
-    "FAULTS",
-    "Constraint",
-    "ConstraintError",
-    "ConstraintKind",
-    "Endpoint",
-    "FakeLLM",
-    "FakeResponse",
-    "Fault",
-    "FaultKind",
-    "Match",
-    "OptionalFields",
-    "Pause",
-    "RecordedRequest",
-    "Reply",
-    "StreamDropped",
-    "StreamStyle",
-    "UnsatisfiableError",
-    "When",
-    "estimate_tokens",
-    "read_constraint",
-    "regex_instance",
-    "schema_instance",
-]
+__all__ = ["FakeLLM", "Match", "RecordedRequest"]

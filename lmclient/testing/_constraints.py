@@ -4,9 +4,10 @@ Servers spell the same constraint many ways (``structured_outputs.json``, ``guid
 ``response_format``, SGLang's string ``json_schema``, llama.cpp's ``grammar``, ...). Tests
 assert on one neutral :class:`Constraint` to check what their request asked for, whatever
 dialect the client chose (:func:`read_constraint` reads every placement). The fake answers
-from :func:`served_constraint`: only what the server kind it impersonates reads, so a field
-that server silently ignores (``guided_json`` on vLLM >= 0.12, ``response_format`` on TGI's
-completions) leaves the answer unconstrained there too, as it would in production.
+from :func:`served_constraint`: only the fields the server kind it impersonates obeys, by the
+table the client relies on too (``lmclient._servers``), so a field that server silently ignores
+(``guided_json`` on vLLM >= 0.12, ``response_format`` on TGI's completions) leaves the answer
+unconstrained there too, as it would in production.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import msgspec
+
+from lmclient._servers import SERVERS
 
 from ._errors import ConstraintError
 
@@ -48,26 +51,26 @@ def read_constraint(body: object) -> Constraint:
     Raises :class:`ConstraintError` when a constraint field is malformed (a schema string that
     is not JSON, a regex that is not a string, an unknown ``response_format`` type, ...).
     """
-    return _read(body, _READERS)
-
-
-def served_constraint(body: object, server: str | None, endpoint: str) -> Constraint:
-    """The constraint a server of kind ``server`` enforces for this body on ``endpoint``
-    (``"chat"`` or ``"completions"``): fields it does not read are ignored, as it ignores
-    them. ``None`` and ``"generic"`` (an unknown server) read every placement, like
-    :func:`read_constraint`. Raises :class:`ConstraintError` as that does."""
-    readers = _SERVED.get(server or "generic", {}).get(endpoint, _READERS)
-    return _read(body, readers)
-
-
-def _read(body: object, readers: tuple[_Reader, ...]) -> Constraint:
     if not isinstance(body, Mapping):
         return NO_CONSTRAINT
-    for reader in readers:
+    for reader in _READERS:
         found = reader(body)
         if found is not None:
             return found
     return NO_CONSTRAINT
+
+
+def served_constraint(body: object, server: str | None, endpoint: str) -> Constraint:
+    """The constraint a server of kind ``server`` (a key of lmclient's table of servers)
+    enforces for this body on ``endpoint`` (``"chat"`` or ``"completions"``): fields it does
+    not obey are ignored, as it ignores them. ``None`` and ``"generic"`` (an unknown server)
+    read every placement, like :func:`read_constraint`. Raises :class:`ConstraintError` as
+    that does."""
+    known = SERVERS.get(server or "generic")
+    if known is None or not isinstance(body, Mapping):
+        return read_constraint(body)
+    obeyed = known.obeys[endpoint]
+    return read_constraint({k: v for k, v in body.items() if k in obeyed})
 
 
 def _structured_outputs(body: Mapping[str, Any]) -> Constraint | None:
@@ -130,19 +133,6 @@ def _top_level(body: Mapping[str, Any]) -> Constraint | None:
     return _first_of(body, "", json_schema="json", regex="regex", ebnf="grammar", grammar="grammar")
 
 
-def _sglang_chat(body: Mapping[str, Any]) -> Constraint | None:
-    """SGLang's chat reads ``regex`` and ``ebnf`` but ignores a top-level ``json_schema``."""
-    return _first_of(body, "", regex="regex", ebnf="grammar")
-
-
-def _sglang_completions(body: Mapping[str, Any]) -> Constraint | None:
-    return _first_of(body, "", json_schema="json", regex="regex", ebnf="grammar")
-
-
-def _llamacpp(body: Mapping[str, Any]) -> Constraint | None:
-    return _first_of(body, "", json_schema="json", grammar="grammar")
-
-
 def _first_of(source: Mapping[str, Any], prefix: str, **keys: str) -> Constraint | None:
     """The first of ``keys`` (field name -> neutral kind) present and not null in ``source``."""
     for key, kind in keys.items():
@@ -189,23 +179,3 @@ _PARSERS: dict[str, Callable[[Any, str], Constraint]] = {
 }
 _Reader = Callable[[Mapping[str, Any]], "Constraint | None"]
 _READERS: tuple[_Reader, ...] = (_structured_outputs, _guided, _response_format, _top_level)
-
-
-def _both(*readers: _Reader) -> dict[str, tuple[_Reader, ...]]:
-    return {"chat": readers, "completions": readers}
-
-
-# What each impersonated server kind reads, per endpoint (from each server's source): vLLM
-# >= 0.12 ignores guided_*, vLLM 0.10.1 has no structured_outputs yet, and llama.cpp, TGI and
-# Ollama ignore response_format on /v1/completions.
-_SERVED: dict[str, dict[str, tuple[_Reader, ...]]] = {
-    "vllm": _both(_structured_outputs, _response_format),
-    "vllm-guided": _both(_guided, _response_format),
-    "sglang": {
-        "chat": (_response_format, _sglang_chat),
-        "completions": (_response_format, _sglang_completions),
-    },
-    "llamacpp": {"chat": (_llamacpp, _response_format), "completions": (_llamacpp,)},
-    "tgi": {"chat": (_response_format,), "completions": ()},
-    "ollama": {"chat": (_response_format,), "completions": ()},
-}

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
+from lmclient._servers import SERVERS
+
 from ._constraints import Constraint, served_constraint
 from ._errors import ConstraintError, UnsatisfiableError
 from ._faults import MARK, Fault, FaultKind, shape, status_body
@@ -47,16 +49,10 @@ __all__ = ["FakeLLM"]
 CREATED = 1_700_000_000  # a fixed "created" timestamp keeps whole bodies comparable in tests
 DEFAULT_OVERSIZE = 64 * 2**20 + 1  # one byte over lmclient's default max_response_bytes
 
-# What each impersonated server kind answers on the probe path that identifies it (the parts
-# a client reads to pick a dialect); "generic" answers none, like an unknown server.
-PROBES: dict[str, tuple[str, dict[str, Any]]] = {
-    "vllm": ("/version", {"version": "0.33.0"}),
-    "vllm-guided": ("/version", {"version": "0.10.1.1"}),
-    "sglang": ("/server_info", {"version": "0.5.23"}),
-    "llamacpp": ("/props", {"default_generation_settings": {}, "build_info": "b11434-515e855"}),
-    "tgi": ("/info", {"model_id": "fake-model", "version": "3.3.6"}),
-    "ollama": ("/api/version", {"version": "0.33.0"}),
-}
+# The release of vLLM the default fake (server=None) says it is: one that reads both
+# structured_outputs and guided_*, as the default reads every placement, so that clients of
+# every dialect, a forced vllm-guided one included, take it for what they expect.
+ANY_DIALECT_VLLM = "0.11.0"
 
 
 class FakeLLM:
@@ -82,8 +78,9 @@ class FakeLLM:
     which clients use to pick a dialect, and reads only the constraint fields that server
     reads, so a field it ignores (``guided_json`` on vLLM >= 0.12, ``response_format`` on
     TGI's completions) leaves the answer unconstrained, as in production. The default,
-    ``None``, answers vLLM 0.33's probe but reads every known placement, so one fake serves
-    clients of any dialect; ``"generic"`` answers no probe and reads every placement.
+    ``None``, answers the probe of vLLM 0.11 (which reads both ``structured_outputs`` and
+    ``guided_*``) and reads every known placement, so one fake serves clients of any dialect;
+    ``"generic"`` answers no probe and reads every placement.
 
     Mount it with ``with fake.serve() as base_url:`` (a real HTTP server on 127.0.0.1) or
     ``with fake.mock() as base_url:`` (respx routes for any httpx client); while mounted,
@@ -125,11 +122,14 @@ class FakeLLM:
         self._in_flight = 0
         self._max_in_flight = 0
         if server != "generic":
-            if server is not None and server not in PROBES:
-                kinds = [*PROBES, "generic", None]
+            if server is not None and server not in SERVERS:
+                kinds = [*SERVERS, "generic", None]
                 raise ValueError(f"server must be one of {kinds}, not {server!r}")
-            path, body = PROBES[server or "vllm"]
-            self.add_route("GET", path, body)
+            known = SERVERS[server or "vllm"]
+            answer = dict(known.answer)
+            if server is None:
+                answer[known.version_key] = ANY_DIALECT_VLLM
+            self.add_route("GET", known.probes[0], answer)
 
     @property
     def base_url(self) -> str | None:

@@ -1,6 +1,8 @@
-"""One real llama.cpp server (Gemma 3 270M) for the whole session, built and cached by
-`scripts/llamacpp.py`. If it cannot be built or started, these tests fail and say why: they are
-never skipped."""
+"""The real servers of the e2e tests, one each for the whole session: llama.cpp (Gemma 3 270M),
+built and cached by `scripts/llamacpp.py`, and vLLM on the CPU (the same model, converted),
+installed and cached by `scripts/vllm.py`. If one cannot be built or started, its tests fail
+and say why: they are never skipped. The one way to run without vLLM is to say so,
+``LMCLIENT_E2E_VLLM=0``; its tests are then reported as not run, with that reason."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from scripts import llamacpp
+from scripts import llamacpp, vllm
 
 
 @pytest.fixture(scope="session")
@@ -21,3 +23,21 @@ def llama() -> Iterator[llamacpp.LlamaServer]:
 @pytest.fixture
 def base_url(llama: llamacpp.LlamaServer) -> str:
     return llama.base_url
+
+
+@pytest.fixture(scope="session")
+def vllm_installed() -> vllm.Installation:
+    if vllm.opted_out():
+        pytest.skip(f"{vllm.OPT_OUT_ENV}=0 is set: the vLLM e2e tests were not run")
+    return vllm.ensure_installed()  # `make test` has already run the first install, verbosely
+
+
+@pytest.fixture(scope="session")
+def vllm_server(vllm_installed: vllm.Installation) -> Iterator[vllm.VllmServer]:
+    with vllm.VllmServer() as server:  # a minute or two to start: once per session
+        yield server
+
+
+@pytest.fixture
+def vllm_url(vllm_server: vllm.VllmServer) -> str:
+    return vllm_server.base_url

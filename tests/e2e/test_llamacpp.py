@@ -14,7 +14,7 @@ import msgspec
 import pytest
 
 import lmclient
-from lmclient._params import CallParams
+from lmclient import CallParams
 
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=16)]
 SMALL: CallParams = {"temperature": 0.0, "seed": 1, "max_tokens": 256}

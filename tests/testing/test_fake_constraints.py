@@ -7,8 +7,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from lmclient.testing import Constraint, ConstraintError, read_constraint
-from lmclient.testing._constraints import served_constraint
+from lmclient._servers import SERVERS
+from lmclient.testing._constraints import Constraint, read_constraint, served_constraint
+from lmclient.testing._errors import ConstraintError
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
 SCHEMA_TEXT = msgspec.json.encode(SCHEMA).decode()
@@ -118,7 +119,7 @@ def test_malformed_constraints_raise(body: dict[str, Any]) -> None:
 
 SERVED_FIELDS: dict[str, Any] = {
     "structured_outputs": {"structured_outputs": {"regex": "so"}},
-    "guided": {"guided_regex": "guided"},
+    "guided_regex": {"guided_regex": "guided"},
     "response_format": {"response_format": {"type": "regex", "value": "rf"}},
     "regex": {"regex": "top"},
     "ebnf": {"ebnf": 'root ::= "ebnf"'},
@@ -127,35 +128,15 @@ SERVED_FIELDS: dict[str, Any] = {
 }
 
 
-def both(*fields: str) -> dict[str, frozenset[str]]:
-    return {"chat": frozenset(fields), "completions": frozenset(fields)}
-
-
-# server -> endpoint -> the fields of SERVED_FIELDS it reads (from each server's source)
-READS: dict[str | None, dict[str, frozenset[str]]] = {
-    "vllm": both("structured_outputs", "response_format"),
-    "vllm-guided": both("guided", "response_format"),
-    "sglang": {
-        "chat": frozenset({"response_format", "regex", "ebnf"}),
-        "completions": frozenset({"response_format", "regex", "ebnf", "json_schema"}),
-    },
-    "llamacpp": {
-        "chat": frozenset({"json_schema", "grammar", "response_format"}),
-        "completions": frozenset({"json_schema", "grammar"}),
-    },
-    "tgi": {"chat": frozenset({"response_format"}), "completions": frozenset()},
-    "ollama": {"chat": frozenset({"response_format"}), "completions": frozenset()},
-    "generic": both(*SERVED_FIELDS),
-    None: both(*SERVED_FIELDS),
-}
-
-
 @pytest.mark.parametrize("endpoint", ["chat", "completions"])
-@pytest.mark.parametrize("server", list(READS))
-def test_each_server_reads_only_its_own_fields(server: str | None, endpoint: str) -> None:
+@pytest.mark.parametrize("server", [*SERVERS, "generic", None])
+def test_each_server_reads_only_the_fields_it_obeys(server: str | None, endpoint: str) -> None:
+    """The fake obeys what lmclient's table of servers says each kind obeys; an unknown
+    server (generic, None) every placement."""
+    known = SERVERS.get(server or "generic")
     for name, body in SERVED_FIELDS.items():
         found = served_constraint(body, server, endpoint)
-        assert (found.kind != "none") == (name in READS[server][endpoint]), name
+        assert (found.kind != "none") == (known is None or name in known.obeys[endpoint]), name
         if found.kind != "none":
             assert found == read_constraint(body)
 

@@ -16,7 +16,9 @@ import httpx
 import msgspec
 import pytest
 
-from lmclient.testing import FAULTS, FakeLLM, Fault, Pause, StreamDropped
+from lmclient.testing import FakeLLM
+from lmclient.testing._faults import FAULTS, Fault
+from lmclient.testing._wire import Pause, StreamDropped
 
 MESSAGES = [{"role": "user", "content": "Hi"}]
 WAIT = 5.0  # bound on every wait for the server; never reached when things work

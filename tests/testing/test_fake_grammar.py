@@ -8,9 +8,12 @@ import re
 import pytest
 
 import lmclient
-from lmclient._types import Choice, Grammar, compile_output, gbnf_alternation
-from lmclient.testing import FakeLLM, regex_instance
+from lmclient._markers import Choice, Grammar
+from lmclient._patterns import gbnf_alternation
+from lmclient._types import compile_output
+from lmclient.testing import FakeLLM
 from lmclient.testing._grammar import grammar_literals, grammar_regex
+from lmclient.testing._regex_gen import regex_instance
 
 # (grammar, strings in its language, strings outside it)
 LANGUAGES: list[tuple[str, list[str], list[str]]] = [

@@ -11,7 +11,8 @@ from typing import Annotated, Any
 import msgspec
 import pytest
 
-from lmclient.testing import FakeLLM, FakeResponse, RecordedRequest, StreamDropped, estimate_tokens
+from lmclient.testing import FakeLLM, RecordedRequest
+from lmclient.testing._wire import FakeResponse, StreamDropped, estimate_tokens
 
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello there"}]
 

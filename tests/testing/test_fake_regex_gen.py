@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from lmclient.testing import UnsatisfiableError, regex_instance
+from lmclient.testing._errors import UnsatisfiableError
+from lmclient.testing._regex_gen import regex_instance
 
 # Atomic groups and possessive quantifiers are regex syntax from Python 3.11 on: before, the
 # pattern itself does not compile, whatever generates its instances.

@@ -16,7 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lmclient.testing import UnsatisfiableError, schema_instance
+from lmclient.testing._errors import UnsatisfiableError
+from lmclient.testing._schema_instance import schema_instance
 
 
 class Color(enum.Enum):

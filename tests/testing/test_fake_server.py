@@ -13,7 +13,8 @@ import httpx
 import msgspec
 import pytest
 
-from lmclient.testing import FakeLLM, RecordedRequest, StreamStyle
+from lmclient.testing import FakeLLM, RecordedRequest
+from lmclient.testing._script import StreamStyle
 
 MESSAGES = [{"role": "user", "content": "Hi"}]
 WAIT = 5.0  # bound on every wait on the server thread; never reached when things work

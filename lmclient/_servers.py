@@ -1,0 +1,195 @@
+"""What each kind of server answers to the probes, and which request fields it reads.
+
+One table, read by the client (`_dialects`: server detection, the extra_body fields a dialect
+refuses because the server would ignore them, a dialect forced on a release that ignores its
+fields) and by `lmclient.testing`'s FakeLLM (the probe it answers, the constraint fields it
+obeys): the fake impersonates exactly the facts the client relies on. Each fact is read from the
+server's own source (request models and handlers), release by release.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["CONSTRAINT_FIELDS", "SERVERS", "Server", "Successor", "release"]
+
+# Every top-level request field that some server's constrained decoding reads. A server obeys
+# some of them and accepts the others with 200, as if they had never been sent.
+_GUIDED = frozenset(
+    {
+        "guided_json",
+        "guided_regex",
+        "guided_choice",
+        "guided_grammar",
+        "guided_decoding_backend",
+        "guided_whitespace_pattern",
+    }
+)
+CONSTRAINT_FIELDS = _GUIDED | {
+    "structured_outputs",
+    "response_format",
+    "json_schema",
+    "regex",
+    "ebnf",
+    "grammar",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Successor:
+    """From ``release`` on, servers of this kind accept this dialect's ``fields`` and ignore
+    them; ``dialect`` is the one they read instead."""
+
+    release: tuple[int, ...]
+    dialect: str
+    fields: str  # how a message names them
+
+
+@dataclasses.dataclass(frozen=True)
+class Server:
+    """One kind of server as one dialect speaks to it (vLLM is two: before and after
+    ``structured_outputs``). ``probes`` are the paths whose JSON-object answer identifies it
+    when it has one of the ``marks`` keys (no marks: any answer); ``answer`` is such an answer,
+    the one FakeLLM gives."""
+
+    kind: str
+    probes: tuple[str, ...]
+    marks: tuple[str, ...]
+    version_key: str
+    answer: Mapping[str, Any]
+    # Per endpoint ("chat", "completions"): the fields of CONSTRAINT_FIELDS it reads; the other
+    # fields it accepts and ignores (a dotted name is a key of a nested object), each with what
+    # to do instead.
+    obeys: Mapping[str, frozenset[str]]
+    ignores: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
+    reads: frozenset[str] | None = None  # every field it reads, where that is known
+    since: tuple[int, ...] = ()  # the releases this row describes: [since, successor.release)
+    successor: Successor | None = None
+
+    def ignored(self, field: str, endpoint: str) -> str | None:
+        """Why ``field`` would be ignored on ``endpoint`` (``""``: no more to say), or ``None``
+        when this server reads it."""
+        if field in CONSTRAINT_FIELDS and field not in self.obeys[endpoint]:
+            return ""
+        why = self.ignores.get(endpoint, {}).get(field)
+        if why is not None:
+            return why
+        if self.reads is not None and "." not in field and field not in self.reads:
+            return ""
+        return None
+
+    def covers(self, version: str | None) -> bool:
+        """Whether a server of this kind at ``version`` is the one this row describes."""
+        if not self.since and self.successor is None:
+            return True
+        if version is None:
+            return False
+        number = release(version)
+        return number >= self.since and (self.successor is None or number < self.successor.release)
+
+
+def _both(*fields: str) -> dict[str, frozenset[str]]:
+    return {"chat": frozenset(fields), "completions": frozenset(fields)}
+
+
+_DISABLE_ANY_WHITESPACE = (
+    "vLLM's xgrammar and guidance backends read it from the server's configuration only: start "
+    "the server with --structured-outputs-config "
+    '\'{"backend":"xgrammar","disable_any_whitespace":true}\''
+)
+_OLLAMA_READS = frozenset(
+    {
+        "model", "messages", "prompt", "stream", "stream_options", "max_tokens", "seed", "stop",
+        "temperature", "frequency_penalty", "presence_penalty", "top_p", "response_format",
+        "tools", "reasoning", "reasoning_effort", "logprobs", "top_logprobs", "suffix",
+    }
+)  # fmt: skip
+
+# Keyed by the dialect that speaks to each, in the order detection tries them: /version last,
+# since other servers (SGLang) answer it too.
+SERVERS: dict[str, Server] = {
+    "sglang": Server(
+        "sglang",
+        probes=("/server_info", "/get_server_info"),  # the second before SGLang 0.4.5
+        marks=(),
+        version_key="version",
+        answer={"version": "0.5.23"},
+        # Its chat ignores a top-level json_schema, which its completions read (a JSON string).
+        obeys={
+            "chat": frozenset({"response_format", "regex", "ebnf"}),
+            "completions": frozenset({"response_format", "json_schema", "regex", "ebnf"}),
+        },
+    ),
+    "llamacpp": Server(
+        "llamacpp",
+        probes=("/props",),
+        marks=("default_generation_settings", "build_info"),
+        version_key="build_info",
+        answer={"default_generation_settings": {}, "build_info": "b11434-515e855"},
+        obeys={  # response_format is ignored on /v1/completions
+            "chat": frozenset({"json_schema", "grammar", "response_format"}),
+            "completions": frozenset({"json_schema", "grammar"}),
+        },
+    ),
+    "tgi": Server(
+        "tgi",
+        probes=("/info",),
+        marks=("model_id",),
+        version_key="version",
+        answer={"model_id": "fake-model", "version": "3.3.6"},
+        obeys={"chat": frozenset({"response_format"}), "completions": frozenset()},
+    ),
+    "ollama": Server(
+        "ollama",
+        probes=("/api/version",),
+        marks=("version",),
+        version_key="version",
+        answer={"version": "0.33.0"},
+        obeys={"chat": frozenset({"response_format"}), "completions": frozenset()},
+        reads=_OLLAMA_READS,  # top_k, min_p, …: dropped by Ollama's /v1 decoder
+    ),
+    "vllm": Server(
+        "vllm",
+        probes=("/version",),
+        marks=("version",),
+        version_key="version",
+        answer={"version": "0.33.0"},
+        obeys=_both("structured_outputs", "response_format"),  # guided_*: ignored from 0.12
+        ignores={
+            "chat": {
+                "structured_outputs.disable_any_whitespace": _DISABLE_ANY_WHITESPACE,
+                "user": "vLLM's source marks it as ignored",
+            },
+            "completions": {"structured_outputs.disable_any_whitespace": _DISABLE_ANY_WHITESPACE},
+        },
+        since=(0, 10, 2),  # the first release with structured_outputs
+    ),
+    "vllm-guided": Server(
+        "vllm",
+        probes=("/version",),
+        marks=("version",),
+        version_key="version",
+        answer={"version": "0.10.1.1"},
+        obeys=_both(*_GUIDED, "response_format"),
+        successor=Successor((0, 12), "vllm", "guided_* fields"),
+    ),
+}
+
+
+def release(version: str) -> tuple[int, ...]:
+    """``"0.10.1.1"`` → (0, 10, 1, 1); ``"0.11.0rc1"`` → (0, 11, 0): enough to compare releases."""
+    parts = []
+    for piece in version.split("."):
+        digits = ""
+        for ch in piece:
+            if not ch.isdigit():
+                break
+            digits += ch
+        if not digits:
+            break
+        parts.append(int(digits))
+        if len(digits) < len(piece):
+            break
+    return tuple(parts)

@@ -1,0 +1,193 @@
+"""The exact bytes of a few request bodies, key order included: building a body faster must
+not change one byte of what goes on the wire (a server may read fields in order, a recorded body
+is compared by its bytes, and a batch file is written from these)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+import pytest
+
+import lmclient
+from lmclient import _core
+from lmclient._dialects import Endpoint
+
+
+class Pet(msgspec.Struct):
+    name: str
+    age: int
+
+
+def core(dialect: str, **kw: Any) -> _core.ClientCore:
+    return _core.ClientCore("http://h/v1", "m", dialect=dialect, **kw)
+
+
+CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Pets?"}]
+STREAM_PARAMS = {
+    "max_tokens": 64,
+    "stop": ("\n", "END"),
+    "temperature": 0.5,
+    "seed": 7,
+    "timeout": 3,
+}
+CALLS: dict[str, tuple[str, dict[str, Any], tuple[Any, ...], bool]] = {
+    "vllm-struct": ("vllm", {}, ("generate", "Name a pet.", Pet, "chat", {}), False),
+    "vllm-stream-params": ("vllm", {}, ("stream", CHAT, list[Pet], "chat", STREAM_PARAMS), True),
+    "vllm-completions-defaults-logprobs": (
+        "vllm",
+        {"defaults": {"top_p": 0.9, "max_tokens": 10}},
+        (
+            "complete",
+            "2 + 2 =",
+            int,
+            "completions",
+            {"max_tokens": 5, "logprobs": True, "top_logprobs": 3},
+        ),
+        False,
+    ),
+    "openai-strict-logprobs": (
+        "openai",
+        {},
+        ("generate", "Name a pet.", Pet, "chat", {"logprobs": True, "top_logprobs": 2}),
+        False,
+    ),
+    "llamacpp-choice-extra": (
+        "llamacpp",
+        {},
+        (
+            "generate",
+            "Yes?",
+            Literal["yes", "no"],
+            "chat",
+            {"extra_body": {"top_k": 5, "n_probs": 0}},
+        ),
+        False,
+    ),
+    "sglang-regex-stream": (
+        "sglang",
+        {},
+        (
+            "complete",
+            "Name: ",
+            lmclient.Regex("[A-Z][a-z]+"),
+            "completions",
+            {"presence_penalty": 0.1},
+        ),
+        True,
+    ),
+    "tgi-wrapped-n": (
+        "tgi",
+        {},
+        ("create", "Count.", list[int], "chat", {"n": 2, "frequency_penalty": 0}),
+        False,
+    ),
+    "vllm-guided-text-extra": (
+        "vllm-guided",
+        {},
+        (
+            "generate",
+            "Anything.",
+            str,
+            "chat",
+            {"extra_body": {"max_tokens": 9, "repetition_penalty": 1.1}, "max_tokens": 3},
+        ),
+        False,
+    ),
+}
+BODIES = {
+    "vllm-struct": (
+        b'{"model":"m","messages":[{"role":"user","content":"Name a pet."}],"structured'
+        b'_outputs":{"json":{"title":"Pet","type":"object","properties":{"name":{"type"'
+        b':"string"},"age":{"type":"integer"}},"required":["name","age"]}}}'
+    ),
+    "vllm-stream-params": (
+        b'{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"use'
+        b'r","content":"Pets?"}],"max_tokens":64,"stop":["\\n","END"],"temperature":0.5'
+        b',"seed":7,"stream":true,"stream_options":{"include_usage":true},"structured_o'
+        b'utputs":{"json":{"type":"array","items":{"$ref":"#/$defs/Pet"},"$defs":{"Pet"'
+        b':{"title":"Pet","type":"object","properties":{"name":{"type":"string"},"age":'
+        b'{"type":"integer"}},"required":["name","age"]}}}}}'
+    ),
+    "vllm-completions-defaults-logprobs": (
+        b'{"model":"m","prompt":"2 + 2 =","top_p":0.9,"max_tokens":5,"logprobs":3,"stru'
+        b'ctured_outputs":{"regex":"-?(0|[1-9][0-9]{0,18})"}}'
+    ),
+    "openai-strict-logprobs": (
+        b'{"model":"m","messages":[{"role":"user","content":"Name a pet."}],"logprobs":'
+        b'true,"top_logprobs":2,"response_format":{"type":"json_schema","json_schema":{'
+        b'"name":"Pet","schema":{"title":"Pet","type":"object","properties":{"name":{"t'
+        b'ype":"string"},"age":{"type":"integer"}},"required":["name","age"],"additiona'
+        b'lProperties":false},"strict":true}}}'
+    ),
+    "llamacpp-choice-extra": (
+        b'{"model":"m","messages":[{"role":"user","content":"Yes?"}],"grammar":"root ::'
+        b'= \\"yes\\" | \\"no\\"","top_k":5,"n_probs":0}'
+    ),
+    "sglang-regex-stream": (
+        b'{"model":"m","prompt":"Name: ","presence_penalty":0.1,"stream":true,"stream_o'
+        b'ptions":{"include_usage":true},"regex":"[A-Z][a-z]+"}'
+    ),
+    "tgi-wrapped-n": (
+        b'{"model":"m","messages":[{"role":"user","content":"Count."}],"n":2,"frequency'
+        b'_penalty":0,"response_format":{"type":"json","value":{"type":"object","proper'
+        b'ties":{"value":{"type":"array","items":{"type":"integer"}}},"required":["valu'
+        b'e"],"additionalProperties":false}}}'
+    ),
+    "vllm-guided-text-extra": (
+        b'{"model":"m","messages":[{"role":"user","content":"Anything."}],"max_tokens":'
+        b'9,"repetition_penalty":1.1}'
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_request_body_bytes(name: str) -> None:
+    dialect, kw, args, stream = CALLS[name]
+    first = core(dialect, **kw).prepare(*args, stream=stream)
+    assert first.request.body == BODIES[name]
+    again = core(dialect, **kw).prepare(*args, stream=stream)  # with every cache warm
+    assert again.request.body == BODIES[name]
+
+
+PET_FIELDS = {
+    "structured_outputs": {
+        "json": {
+            "title": "Pet",
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+            "required": ["name", "age"],
+        }
+    }
+}
+PROMPTS = ["", "plain", 'a " and a \\', "line\nbreak\ttab", "\x00\x1f", "é ü 🐍", "\u2028</script>"]
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+@pytest.mark.parametrize("endpoint", ["chat", "completions"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_prompt_spliced_alone_makes_the_bytes_of_the_whole_body(
+    prompt: str, endpoint: Endpoint, stream: bool
+) -> None:
+    """The usual call (one prompt, no parameters) encodes only its prompt into a template."""
+    expected: dict[str, Any] = {"model": "m"}
+    if endpoint == "chat":
+        expected["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        expected["prompt"] = prompt
+    if stream:
+        expected |= {"stream": True, "stream_options": {"include_usage": True}}
+    expected |= PET_FIELDS
+    c = core("vllm")
+    for _ in range(2):  # the template made, then reused
+        call = c.prepare("create", prompt, Pet, endpoint, {}, stream=stream)
+        assert call.request.body == msgspec.json.encode(expected)
+
+
+def test_the_template_follows_the_model_learnt_from_the_server() -> None:
+    c = _core.ClientCore("http://h/v1", None, dialect="vllm")
+    c.validate("generate", "Q", Pet, "chat", {})  # plans before the model is known
+    for model in ("first", "second"):
+        c.adopt_models([model])
+        body = c.prepare("generate", "Q", Pet, "chat", {}).request.body
+        assert body is not None and msgspec.json.decode(body)["model"] == model
