@@ -327,7 +327,7 @@ class ResponseParser:
                 if line is None:
                     self._partial_chunk_line(data, pos)
                     break
-                size = int(line.group(1), 16)
+                size = int(line[1], 16)
                 pos = line.end()
                 if not size:
                     state = _TRAILERS
