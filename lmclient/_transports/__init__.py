@@ -18,12 +18,13 @@ the same request head to the same server again and again, so the transports here
   401) and close: a send broken that way still reads the answer, which is the call's result;
   Open connections are not capped (the caller bounds its concurrency, as `generate_many` does),
   idle ones are, at `MAX_IDLE_CONNECTIONS` per origin;
-* sync: a blocking socket; async: an `asyncio.Protocol` that parses in ``data_received`` and
-  wakes the waiting task once per response (or per chunk while streaming), with a read-timeout
-  timer per connection that re-arms itself instead of one timer per read or per request. Every
-  read is bounded: a whole response by ``max_bytes`` (counted after decoding), a stream by flow
-  control (reading pauses while `STREAM_HIGH_WATER` bytes wait for the reader) and the read
-  timeout, and the head by the parser;
+* sync: a blocking socket whose timeouts are the kernel's (SO_RCVTIMEO, SO_SNDTIMEO), so that
+  no poll() precedes each send and receive; async: an `asyncio.Protocol` that parses in
+  ``data_received`` and wakes the waiting task once per response (or per chunk while
+  streaming), with a read-timeout timer per connection that re-arms itself instead of one
+  timer per read or per request. Every read is bounded: a whole response by ``max_bytes``
+  (counted after decoding), a stream by flow control (reading pauses while `STREAM_HIGH_WATER`
+  bytes wait for the reader) and the read timeout, and the head by the parser;
 * TLS with httpx's own context (`httpx.create_ssl_context`: certifi, verification on,
   ``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured); no proxies; no redirects.
 
@@ -34,7 +35,10 @@ default mocker patches httpcore's connection pools, which lmclient's sockets nev
 each request first checks, with one identity comparison, whether that entry point is still the
 original, and while it is not, sends through an httpx transport, which respx then intercepts as
 users expect. A compressed body is still inflated by `Limiter` there, piece by piece within
-``max_bytes``, and not by httpx, which inflates a whole chunk at once.
+``max_bytes``, and not by httpx, which inflates a whole chunk at once. Whichever way a stream
+was opened, the shells get the same handle, a `common.StreamResponse` (status, headers, the
+checked chunks, close): httpx's response is adapted to it, lmclient's own is never wrapped in
+one of httpx's.
 
 Failures map to lmclient's errors: cannot connect, connection broken → `APIConnectionError`;
 timeouts and an expired deadline → `APITimeoutError`; bytes that are not HTTP, or a body larger
