@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test check lint demo bench clean stacks
+.PHONY: install test check lint demo bench bench-e2e clean stacks
 
 install: $(STAMP)
 
@@ -62,5 +62,18 @@ bench: install
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/items_linear.py
 
+# Tokens and seconds per valid value: lmclient next to the openai SDK, instructor and Outlines on
+# the llama.cpp server of `make demo` (benchmarks/e2e.py; about 50 min on 2 cores), written into
+# docs/performance.md. The peers get their own venv: instructor caps jiter below what the newest
+# openai SDK needs, so beside `dev` it would downgrade the SDK the tests and `make bench` use.
+# E2E_ARGS adds options, e.g. E2E_ARGS="--record /tmp/e2e.jsonl" (each call's outcome, as JSONL).
+BENCH_VENV := .venv-bench
+bench-e2e:
+	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(BENCH_VENV)/bin/python -m pip install --quiet -e '.[bench]'
+	$(BENCH_VENV)/bin/python scripts/llamacpp.py install
+	$(BENCH_VENV)/bin/python benchmarks/e2e.py --docs docs/performance.md $(E2E_ARGS)
+
 clean:
-	rm -rf $(VENV) .venv-3.* .pytest_cache .mypy_cache .ruff_cache .coverage .coverage.*
+	rm -rf $(VENV) .venv-3.* $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache .coverage .coverage.*

@@ -14,11 +14,11 @@ import json
 import time
 from collections.abc import Iterator
 
-import httpx
 import msgspec
 
 from lmclient import _core, _stream_state
 from lmclient._stream import Stream
+from lmclient._transports.common import StreamResponse
 
 
 class Record(msgspec.Struct):
@@ -54,6 +54,10 @@ def sse_bytes(size: int, delta_chars: int = 16) -> tuple[bytes, int]:
     return b"".join(events), len(items)
 
 
+def _nothing() -> None:
+    pass
+
+
 def consume(raw: bytes, expected: int) -> float:
     base = _core.ClientCore("http://bench/v1", "m", dialect="vllm", max_response_bytes=1 << 30)
     call = base.prepare("stream", "Q", list[Record], "chat", {}, stream=True)
@@ -63,7 +67,7 @@ def consume(raw: bytes, expected: int) -> float:
             yield raw[i : i + 16384]
 
     stream: Stream[list[Record]] = Stream(
-        lambda: (_stream_state.StreamState(call), (httpx.Response(200), chunks()))
+        lambda: (_stream_state.StreamState(call), StreamResponse(200, {}, chunks(), _nothing))
     )
     start = time.perf_counter()
     with stream:

@@ -98,22 +98,37 @@ _chunk = msgspec.json.Decoder(_Chunk)
 _person = msgspec.json.Decoder(Person)
 _records = msgspec.json.Decoder(list[Record])
 
-PERSON_SCHEMA = msgspec.json.schema(Person)
-RECORDS_SCHEMA = msgspec.json.schema(list[Record])
 JSON_HEADERS = {"content-type": "application/json"}
 
 
 _encode = msgspec.json.Encoder().encode
 
 
-def request_body(schema: dict[str, Any], prompt: str = PROMPT, *, stream: bool = False) -> bytes:
-    """What the hand-written clients send, the fields lmclient sends for vLLM; encoded on every
-    call, as a real client must (the prompt varies from call to call)."""
+def lmclient_fields(output_type: Any, *, stream: bool = False) -> dict[str, Any]:
+    """What lmclient puts in a request body for ``output_type`` besides the model, the messages
+    and the streaming flags (its structured-output constraint, as vLLM's dialect spells it),
+    taken from lmclient's own prepared request: the hand-written clients send the same, so that
+    every scenario asks the same of the server and encodes as much."""
+    core = _core.ClientCore("http://bench/v1", MODEL, dialect="vllm")
+    call = core.prepare("generate", PROMPT, output_type, "chat", {}, stream=stream)
+    assert call.request.body is not None
+    body = msgspec.json.decode(call.request.body)
+    return {k: v for k, v in body.items() if k not in _OWN_FIELDS}
+
+
+_OWN_FIELDS = frozenset({"model", "messages", "stream", "stream_options"})
+PERSON_FIELDS = lmclient_fields(Person)
+RECORDS_FIELDS = lmclient_fields(list[Record], stream=True)
+
+
+def request_body(fields: dict[str, Any], prompt: str = PROMPT, *, stream: bool = False) -> bytes:
+    """What the hand-written clients send: the fields lmclient sends for vLLM (`lmclient_fields`),
+    encoded on every call, as a real client must (the prompt varies from call to call)."""
     body: dict[str, Any] = {"model": MODEL, "messages": [{"role": "user", "content": prompt}]}
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
-    body["structured_outputs"] = {"json": schema}
+    body.update(fields)
     return _encode(body)
 
 
@@ -349,19 +364,19 @@ def small_call_scenarios(port: int) -> list[Scenario]:
     raw = RawClient(port, "/small/v1/chat/completions")
 
     def raw_floor() -> Person:
-        return _person_from_completion(raw.fetch(request_body(PERSON_SCHEMA)))
+        return _person_from_completion(raw.fetch(request_body(PERSON_FIELDS)))
 
     hx = httpx.Client()
 
     def httpx_client() -> Person:
-        response = hx.post(url, content=request_body(PERSON_SCHEMA), headers=JSON_HEADERS)
+        response = hx.post(url, content=request_body(PERSON_FIELDS), headers=JSON_HEADERS)
         return _person_from_completion(response.content)
 
     transport = httpx.HTTPTransport()
 
     def httpx_transport() -> Person:
         request = httpx.Request(
-            "POST", url, content=request_body(PERSON_SCHEMA), headers=JSON_HEADERS
+            "POST", url, content=request_body(PERSON_FIELDS), headers=JSON_HEADERS
         )
         response = transport.handle_request(request)
         try:
@@ -406,7 +421,7 @@ def small_call_scenarios(port: int) -> list[Scenario]:
     aio = AiohttpClient(url)
 
     async def aiohttp_post() -> Person:
-        return _person_from_completion(await aio.post(request_body(PERSON_SCHEMA)))
+        return _person_from_completion(await aio.post(request_body(PERSON_FIELDS)))
 
     return [
         Scenario("raw socket + msgspec (floor)", raw_floor, close=raw.close),
@@ -430,7 +445,7 @@ def stream_scenarios(port: int, chunks: int) -> list[Scenario]:
     raw = RawClient(port, f"/sse{chunks}/v1/chat/completions")
 
     def raw_stream() -> list[Record]:
-        return _records.decode(raw.stream_content(request_body(RECORDS_SCHEMA, stream=True)))
+        return _records.decode(raw.stream_content(request_body(RECORDS_FIELDS, stream=True)))
 
     lm = lmclient.Client(base, model=MODEL, dialect="vllm")
 
@@ -455,7 +470,7 @@ def stream_scenarios(port: int, chunks: int) -> list[Scenario]:
     hx = httpx.Client()
 
     def httpx_stream() -> list[Record]:
-        body = request_body(RECORDS_SCHEMA, stream=True)
+        body = request_body(RECORDS_FIELDS, stream=True)
         with hx.stream("POST", url, content=body, headers=JSON_HEADERS) as response:
             parts = [
                 choice.delta.content or ""
@@ -510,7 +525,7 @@ def throughput_scenarios(port: int, concurrency: int) -> list[Scenario]:
     raw = RawAsyncClient(port, "/small/v1/chat/completions")
 
     async def raw_async() -> Person:
-        return _person_from_completion(await raw.fetch(request_body(PERSON_SCHEMA)))
+        return _person_from_completion(await raw.fetch(request_body(PERSON_FIELDS)))
 
     alm = lmclient.AsyncClient(base, model=MODEL, dialect="vllm")
 
@@ -520,7 +535,7 @@ def throughput_scenarios(port: int, concurrency: int) -> list[Scenario]:
     aio = AiohttpClient(url, limit=concurrency)
 
     async def aiohttp_post() -> Person:
-        return _person_from_completion(await aio.post(request_body(PERSON_SCHEMA)))
+        return _person_from_completion(await aio.post(request_body(PERSON_FIELDS)))
 
     aoai = openai.AsyncOpenAI(base_url=base, api_key="bench")
     extra = {"structured_outputs": {"json": PersonModel.model_json_schema()}}
@@ -538,7 +553,7 @@ def throughput_scenarios(port: int, concurrency: int) -> list[Scenario]:
     ahx = httpx.AsyncClient()
 
     async def httpx_async() -> Person:
-        response = await ahx.post(url, content=request_body(PERSON_SCHEMA), headers=JSON_HEADERS)
+        response = await ahx.post(url, content=request_body(PERSON_FIELDS), headers=JSON_HEADERS)
         return _person_from_completion(response.content)
 
     return [

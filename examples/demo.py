@@ -26,7 +26,7 @@ import lmclient
 ROOT = Path(__file__).resolve().parents[1]
 
 
-# Bounds (lengths, ranges, item counts) keep a small model from rambling until max_tokens.
+# Bounds (lengths, ranges, item counts) make a type bounded: its longest answer is known.
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=24)]
 
 
@@ -46,47 +46,64 @@ Pets = Annotated[list[Pet], msgspec.Meta(min_length=1, max_length=3)]
 YES_NO_MAYBE = lmclient.Grammar('root ::= ("yes" | "no" | "maybe") "!"')
 
 
-def show(label: str, started: float, value: object) -> None:
-    print(f"  {label:<34} {time.perf_counter() - started:6.2f} s   {value!r}", flush=True)
+def show(label: str, started: float, value: object, tokens: int | None = None) -> None:
+    spent = "" if tokens is None else f"{tokens:3d} tokens"
+    print(
+        f"  {label:<34} {time.perf_counter() - started:6.2f} s {spent:>10}   {value!r}", flush=True
+    )
 
 
 def run(client: lmclient.Client) -> None:
+    # No max_tokens on bounded types: lmclient sends their longest compact encoding as the
+    # budget, and holds the JSON to its own grammar, without whitespace to pad it with.
     t = time.perf_counter()
-    person = client.generate(
-        "Invent a person. Answer in JSON.", Person, max_tokens=96, temperature=0
-    )
-    show("msgspec.Struct -> Person", t, person)
+    person = client.create("Invent a person. Answer in JSON.", Person, temperature=0)
+    show("msgspec.Struct -> Person", t, person.value, _tokens(person))
 
     t = time.perf_counter()
-    mood = client.generate(
-        "Is the sky blue? Answer yes or no.", Literal["yes", "no"], temperature=0
-    )
-    show('Literal["yes", "no"]', t, mood)
+    mood = client.create("Is the sky blue? Answer yes or no.", Literal["yes", "no"], temperature=0)
+    show('Literal["yes", "no"]', t, mood.value, _tokens(mood))
 
     t = time.perf_counter()
-    n = client.complete(
-        "2 + 2 =", Annotated[int, msgspec.Meta(ge=0, le=99)], max_tokens=16, temperature=0
+    n = client.create(
+        "2 + 2 =", Annotated[int, msgspec.Meta(ge=0, le=99)], endpoint="completions", temperature=0
     )
-    show("int in 0..99 (completions)", t, n)
+    show("int in 0..99 (completions)", t, n.value, _tokens(n))
 
     t = time.perf_counter()
     print(f"  {'list[Pet], streamed with items()':<34}", flush=True)
-    with client.stream("List three pets as JSON.", Pets, max_tokens=256, temperature=0) as s:
+    with client.stream("List three pets as JSON.", Pets, temperature=0) as s:
         for pet in s.items():
             show("    item", t, pet)
-    show("    whole list", t, s.value)
+    show("    whole list", t, s.value, s.usage.completion_tokens if s.usage else None)
 
     t = time.perf_counter()
     answer = client.generate("Will it rain tomorrow?", YES_NO_MAYBE, max_tokens=8, temperature=0)
     show("GBNF Grammar", t, answer)
 
+    # A base model continues text: give it the start of the sentence, some variety, a penalty
+    # on repeated tokens, and the end of the line as the end of the answer.
     t = time.perf_counter()
-    print(f"  {'free text, streamed':<34} ", end="", flush=True)
-    with client.stream("Write one sentence about the sea.", max_tokens=40, temperature=0.7) as s:
+    start = "A sentence about the sea: The sea"
+    print(f"  {'free text, streamed':<34} {start[-7:]}", end="", flush=True)
+    with client.stream(
+        start,
+        endpoint="completions",
+        max_tokens=48,
+        temperature=0.7,
+        top_p=0.9,
+        frequency_penalty=0.8,
+        stop=["\n"],
+        seed=0,
+    ) as s:
         for delta in s:
             print(delta, end="", flush=True)
     print()
     show("    finish / usage", t, (s.finish_reason, s.usage))
+
+
+def _tokens(response: lmclient.Response[object]) -> int | None:
+    return response.usage.completion_tokens if response.usage else None
 
 
 @contextlib.contextmanager

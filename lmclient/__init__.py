@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from ._protocol import TokenLogprob, TopLogprob, Usage
     from ._response import Response
     from ._stream import AsyncStream, Stream
+    from ._tools import Tool, ToolCall
 
 
 _LAZY = {
@@ -61,6 +62,8 @@ _LAZY = {
     "Grammar": "_markers",
     "JsonSchema": "_markers",
     "Regex": "_markers",
+    "Tool": "_tools",
+    "ToolCall": "_tools",
 }
 
 
@@ -94,6 +97,8 @@ __all__ = [
     "ServerInfo",
     "Stream",
     "TokenLogprob",
+    "Tool",
+    "ToolCall",
     "TopLogprob",
     "TruncatedError",
     "UnsupportedConstraintError",

@@ -111,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     sampling.add_argument("--max-tokens", type=_positive_int, metavar="N")
     sampling.add_argument("--temperature", type=float, metavar="T")
     sampling.add_argument("--seed", type=int, metavar="N")
+    _add_whitespace(sampling)
 
     generate = commands.add_parser(
         "generate",
@@ -196,6 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--completions", action="store_true", help="check /v1/completions instead of chat"
     )
     probe.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_whitespace(probe)
     probe.set_defaults(run=_probe, parser=probe)
 
     models = commands.add_parser(
@@ -392,10 +394,22 @@ def _params(args: argparse.Namespace) -> dict[str, Any]:
     return {name: value for name, value in given.items() if value is not None}
 
 
+def _add_whitespace(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    parser.add_argument(
+        "--whitespace",
+        choices=("compact", "server"),
+        default="compact",
+        help="JSON with no whitespace, by lmclient's grammar (default), or the server's own",
+    )
+
+
 def make_client(args: argparse.Namespace, model: str | None, dialect: str) -> Client:
     from ._client import Client
 
-    return Client(server_url(args.url), model, api_key=args.api_key, dialect=dialect)
+    url = server_url(args.url)
+    if getattr(args, "whitespace", None) == "server":  # --whitespace: on the generating commands
+        return Client(url, model, api_key=args.api_key, dialect=dialect, whitespace="server")
+    return Client(url, model, api_key=args.api_key, dialect=dialect)
 
 
 def server_url(given: str | None) -> str:

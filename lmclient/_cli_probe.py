@@ -119,7 +119,8 @@ def probe(args: argparse.Namespace) -> int:
         model = args.model or _only_model(info)
         endpoint: Endpoint = "completions" if args.completions else "chat"
         with make_client(args, model, dialect) as client:
-            rows = [_check(client, dialect, endpoint, check) for check in _checks()]
+            compact = args.whitespace == "compact"
+            rows = [_check(client, dialect, endpoint, check, compact) for check in _checks()]
         report["check"] = {
             "dialect": dialect,
             "model": model,
@@ -140,7 +141,7 @@ def _only_model(info: ServerInfo) -> str:
     return info.models[0]
 
 
-def _check(client: Client, dialect: str, endpoint: Endpoint, check: _Check) -> _Row:
+def _check(client: Client, dialect: str, endpoint: Endpoint, check: _Check, compact: bool) -> _Row:
     """Send one constrained request and classify what came back."""
     import re
 
@@ -155,11 +156,13 @@ def _check(client: Client, dialect: str, endpoint: Endpoint, check: _Check) -> _
     )
 
     try:
-        plan = get_dialect(dialect).plan(compile_output(check.output_type), endpoint)
+        plan = get_dialect(dialect).plan(
+            compile_output(check.output_type), endpoint, compact=compact
+        )
     except UnsupportedConstraintError as exc:
         return _Row(check.name, "-", "unsupported", str(exc))
     sent_as = ", ".join(_field_name(k, v) for k, v in plan.fields.items())
-    sent_as += " (emulated)" if plan.emulated else ""
+    sent_as += " (compact)" if plan.compact else " (emulated)" if plan.emulated else ""
     try:  # a dialect forced on a server release that ignores its fields is refused unsent
         response: Response[Any] = client.create(
             CHECK_PROMPT,

@@ -12,7 +12,7 @@ import httpx
 
 from . import errors
 from ._core import DEFAULT_MAX_RESPONSE_BYTES, Call, ClientCore, Lookup
-from ._dialects import Endpoint, ServerInfo
+from ._dialects import Endpoint, ServerInfo, Whitespace
 from ._markers import Choice, Grammar, Regex
 from ._params import Prompt
 from ._proxies import environment_proxy
@@ -55,6 +55,7 @@ class Client:
         headers: Mapping[str, str] | None = None,
         http_client: httpx.Client | None = None,
         defaults: Mapping[str, Any] | None = None,
+        whitespace: Whitespace = "compact",
     ) -> None:
         self._core = ClientCore(
             base_url,
@@ -68,6 +69,7 @@ class Client:
             max_response_bytes=max_response_bytes,
             headers=headers,
             defaults=defaults,
+            whitespace=whitespace,
         )
         proxy = None if http_client is not None else environment_proxy(self._core.base_url)
         self._transport = SyncTransport(http_client, proxy)
@@ -309,7 +311,7 @@ class Client:
         params: dict[str, Any],
     ) -> Response[Any]:
         core = self._core
-        if not core.ready:
+        if core.model is None or core.dialect is None:  # not `core.ready` (a call, every time)
             core.validate(where, prompt, output_type, endpoint, params)
             self._setup()
         call = core.prepare(where, prompt, output_type, endpoint, params)

@@ -27,12 +27,23 @@ import msgspec
 
 from . import errors
 from ._config import client_headers, client_url
-from ._dialects import PROBE_PATHS, Dialect, Endpoint, Plan, ServerInfo, detect, get_dialect
+from ._dialects import (
+    PROBE_PATHS,
+    Dialect,
+    Endpoint,
+    Plan,
+    ServerInfo,
+    Whitespace,
+    detect,
+    get_dialect,
+)
 from ._extra import merge_extra
 from ._params import CALL_PARAMS, Timeouts, check_params, env_api_key, env_base_url
-from ._protocol import ChatCompletion, Completion, ModelList, TokenLogprob, Usage
+from ._protocol import ChatCompletion, Completion, ModelList, TokenLogprob, Usage, WireToolCall
+from ._reasoning import REASONING_PARAMS, reasoning_fields, reasoning_params, thinking_room
 from ._response import Response
 from ._status import api_error
+from ._tools import check_tools, decode_calls, tool_fields, tool_table
 from ._types import DECODE_ERRORS, OutputSpec, compile_output
 from .errors import ConfigurationError
 
@@ -74,6 +85,7 @@ class ClientCore:
         headers: Mapping[str, str] | None = None,
         defaults: Mapping[str, Any] | None = None,
         max_reasks: int = 0,
+        whitespace: Whitespace = "compact",
     ) -> None:
         base_url = env_base_url(base_url)
         if not base_url:
@@ -94,6 +106,11 @@ class ClientCore:
         check_params("defaults", self.defaults, allow_n=False)
         if max_response_bytes < 1:
             raise ConfigurationError("max_response_bytes must be positive")
+        if whitespace not in ("compact", "server"):
+            raise ConfigurationError(
+                f"whitespace must be 'compact' or 'server', not {whitespace!r}"
+            )
+        self.compact = whitespace == "compact"
         hdrs = client_headers(
             headers, api_key=env_api_key(api_key), api_key_given=bool(api_key), url=url
         )
@@ -214,11 +231,31 @@ class ClientCore:
         key = (spec, endpoint, dialect)
         planned = self._plans.get(key)
         if planned is None:  # the dialect's refusals now, not after I/O
-            planned = _Planned(dialect, dialect.plan(spec, endpoint))
+            planned = _Planned(dialect, dialect.plan(spec, endpoint, compact=self.compact))
             if len(self._plans) >= 256:  # bounded: output types made anew on every call
                 self._plans.clear()
             self._plans[key] = planned
         dialect.check_server(self.server_info, planned.plan, endpoint)
+        budget = planned.plan.budget
+        controls = None  # the reasoning controls, refused now where the server has no field
+        defaults = self.defaults
+        if params or defaults:  # the usual call sets neither: no work
+            if not (REASONING_PARAMS.isdisjoint(params) and REASONING_PARAMS.isdisjoint(defaults)):
+                controls = reasoning_params(params, defaults)
+                if controls:
+                    reasoning_fields(dialect.name, endpoint, controls, where)
+            if not (_TOOL_PARAMS.isdisjoint(params) and _TOOL_PARAMS.isdisjoint(defaults)):
+                able = None if self.server_info is None else self.server_info.tools
+                check_tools(where, dialect.name, endpoint, spec, params, defaults, able)
+        if budget is not None:
+            max_tokens = params.get("max_tokens") or self.defaults.get("max_tokens")
+            thinking = (thinking_room(controls) or 0) if controls else 0
+            if max_tokens is not None and max_tokens < budget.fewest + thinking:
+                after = f", after up to {thinking} of thinking and its tags" if thinking else ""
+                raise ValueError(
+                    f"{where}(): max_tokens={max_tokens} cannot hold any {spec.name} value: "
+                    f"its shortest encoding needs at least {budget.fewest} tokens{after}"
+                )
         extra = params.get("extra_body") or self.defaults.get("extra_body")
         if extra:
             dialect.check_extra(extra, endpoint)
@@ -288,8 +325,19 @@ class ClientCore:
             body["prompt"] = prompt
         else:
             body["messages"] = messages or [{"role": "user", "content": prompt}]
+        thinking: int | None = 0  # the tokens thinking may take first (`thinking_room`)
         if params:
             _add_params(body, params, endpoint)
+            if not REASONING_PARAMS.isdisjoint(params):
+                controls = reasoning_params(params, {})
+                body.update(reasoning_fields(planned.dialect.name, endpoint, controls))
+                thinking = thinking_room(controls)
+            if params.get("tools"):
+                body.update(tool_fields(planned.dialect.name, params))
+        budget = planned.plan.budget
+        if budget is not None and params.get("max_tokens") is None and thinking is not None:
+            # a bounded answer can then neither run on nor be cut, after its thinking budget
+            body["max_tokens"] = budget.most + thinking
         if stream:
             body["stream"] = True
             if planned.dialect.stream_usage:
@@ -476,7 +524,16 @@ def _json_object(body: bytes) -> dict[str, Any]:
 class Call(Attempts):
     """One generation's state across attempts: what to send, when to give up, what came back."""
 
-    __slots__ = ("attempts", "caveat", "endpoint", "max_reasks", "plan", "reasks", "spec")
+    __slots__ = (
+        "attempts",
+        "caveat",
+        "endpoint",
+        "max_reasks",
+        "plan",
+        "reasks",
+        "spec",
+        "tools",
+    )
 
     def __init__(
         self,
@@ -487,26 +544,40 @@ class Call(Attempts):
         endpoint: Endpoint,
         params: Mapping[str, Any],
     ) -> None:
-        Attempts.__init__(self, core, request, params)  # not super(): cheaper, on every call
+        if params:
+            Attempts.__init__(self, core, request, params)  # not super(): cheaper
+            self.max_reasks: int = params.get("max_reasks", core.max_reasks)
+            self.tools = tool_table(params)  # the tools its answer's calls are decoded with
+        else:  # the common call, `Attempts.__init__` inline: a call costs every request
+            self.request = request
+            self.retries = 0
+            self._attempt_started = 0.0
+            self.max_response_bytes = core.max_response_bytes
+            self.max_retries = core.max_retries
+            self._timeouts = core.timeouts
+            deadline = core.deadline
+            self.deadline_at = None if deadline is None else time.monotonic() + deadline
+            self.max_reasks = core.max_reasks
+            self.tools = None
         self.spec = spec
         self.plan = plan
         self.endpoint = endpoint
         self.reasks = 0
-        self.max_reasks: int = (
-            params.get("max_reasks", core.max_reasks) if params else core.max_reasks
-        )
         self.attempts: list[str] = []  # texts of the answers re-asked so far
         self.caveat = core.caveat
 
     def finish(self, status: int, headers: Mapping[str, str], body: bytes) -> Response[Any]:
         """Turn a complete HTTP response into a `Response` or raise its typed error."""
-        if log.isEnabledFor(logging.DEBUG):
+        if _debug_known(logging.DEBUG) is not False and log.isEnabledFor(logging.DEBUG):
             self.log_attempt(status, headers)
         if status >= 300:
             raise api_error(status, headers, body)
-        if self.endpoint == "chat":
-            return self._chat(_decode_wire(_CHAT, body))
-        return self._completion(_decode_wire(_COMPLETION, body))
+        chat = self.endpoint == "chat"
+        try:  # `_decode_wire`, inline: a call costs every response
+            wire: Any = _CHAT.decode(body) if chat else _COMPLETION.decode(body)
+        except DECODE_ERRORS as exc:
+            raise errors.ProtocolError(f"unexpected response body ({exc})", body=body) from None
+        return self._chat(wire) if chat else self._completion(wire)
 
     def reask(self, exc: errors.ValidationError) -> Call:
         """The call that asks again after an invalid answer, with that answer and the reason
@@ -555,6 +626,7 @@ class Call(Attempts):
                 and first.finish_reason == "stop"
                 and not msg.refusal
                 and first.logprobs is None
+                and not msg.tool_calls  # vLLM sends "tool_calls": [] with every message
             ):
                 reasoning = msg.reasoning or msg.reasoning_content
                 return self._one(text, wire.usage, wire.model, wire.id, wire, reasoning)
@@ -576,6 +648,7 @@ class Call(Attempts):
             reasoning=reasoning,
             refusal=refusal,
             logprobs=first.logprobs.content if first.logprobs is not None else None,
+            tool_calls=msg.tool_calls,
         )
 
     def _completion(self, wire: Completion) -> Response[Any]:
@@ -626,6 +699,7 @@ class Call(Attempts):
             None,
             self.retries,
             self.reasks,
+            self.plan.compact,
         )
 
     def result(
@@ -640,8 +714,10 @@ class Call(Attempts):
         reasoning: str | None = None,
         refusal: str | None = None,
         logprobs: list[TokenLogprob] | None = None,
+        tool_calls: list[WireToolCall] | None = None,
     ) -> Response[Any]:
-        """Validate every choice's text into the output type; the same for bodies and streams."""
+        """Validate every choice's text into the output type, and the first choice's tool
+        calls into their tools' types; the same for bodies and streams."""
         if refusal:
             raise errors.RefusalError(refusal, text=texts[0], output_type=self._type)
         constrained = self.spec.kind != "text"
@@ -672,6 +748,7 @@ class Call(Attempts):
                 if len(texts) > 1:
                     exc.attempts = list(texts)
                 raise self.explained(exc) from None  # the same exception, its message completed
+        calls = tuple(decode_calls(self.tools, tool_calls)) if self.tools and tool_calls else ()
         return Response(
             values,
             texts,
@@ -684,6 +761,8 @@ class Call(Attempts):
             logprobs,
             self.retries,
             self.reasks,
+            self.plan.compact,
+            calls,
         )
 
     def explained(self, exc: errors.ValidationError) -> errors.ValidationError:
@@ -697,10 +776,17 @@ class Call(Attempts):
         return self.spec.output_type
 
 
+_TOOL_PARAMS = frozenset({"tools", "tool_choice"})
 _CHAT = msgspec.json.Decoder(ChatCompletion)
 _COMPLETION = msgspec.json.Decoder(Completion)
 _MODEL_LIST = msgspec.json.Decoder(ModelList)
 _JSON_OBJECT = msgspec.json.Decoder(dict[str, Any])
+
+
+# Whether the logger is enabled for a level, as `Logger.isEnabledFor` caches it (None: not known
+# yet, or not CPython's logging): a look-up, not a call, on every response. Logging clears this
+# cache whenever a level changes.
+_debug_known: Callable[[int], bool | None] = getattr(log, "_cache", {}).get
 
 
 def _decode_wire(decoder: msgspec.json.Decoder[Any], body: bytes) -> Any:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import msgspec
 
@@ -24,16 +24,22 @@ from .errors import UnsupportedConstraintError
 
 __all__ = [
     "DIALECTS",
+    "MAX_TOKEN_BYTES",
     "PROBE_PATHS",
+    "Budget",
     "Dialect",
     "Endpoint",
     "Plan",
     "ServerInfo",
+    "Whitespace",
     "detect",
     "get_dialect",
 ]
 
 Endpoint = Literal["chat", "completions"]
+# The client's choice for JSON output: lmclient's compact grammar where a server takes one, or
+# the server's own converter of the schema (which lets the model write whitespace anywhere).
+Whitespace = Literal["compact", "server"]
 Fields = dict[str, Any]
 
 
@@ -47,6 +53,29 @@ class Plan:
     decode: Callable[[str], Any]
     wrapped: bool = False
     emulated: bool = False  # the server is told something equivalent, not the constraint itself
+    compact: bool = False  # lmclient's compact grammar, not the server's JSON converter
+    budget: Budget | None = None  # the tokens an exactly constrained, bounded answer may need
+
+
+class Budget(NamedTuple):
+    """What a bounded answer may cost, when the server enforces its exact text (a compact
+    grammar, a choice): the encoding's longest length in UTF-8 bytes plus one, as every token
+    of these models' tokenizers decodes to at least one byte and the end-of-sequence token
+    counts against ``max_tokens`` too; and the fewest tokens that could hold the shortest
+    encoding, at `MAX_TOKEN_BYTES` per token."""
+
+    most: int
+    fewest: int
+
+    @classmethod
+    def of(cls, shortest: int, longest: int) -> Budget:
+        return cls(longest + 1, max(1, -(-shortest // MAX_TOKEN_BYTES)))
+
+
+# A generous bound on the bytes of one token in compact JSON (vocabularies merge words and
+# punctuation, rarely beyond 16 bytes): the refusal of a too-small ``max_tokens`` errs towards
+# sending, and a budget that is in fact too small still ends as a `TruncatedError`.
+MAX_TOKEN_BYTES = 16
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -60,6 +89,12 @@ class Dialect:
     choice: Callable[[tuple[str, ...]], Fields] | None = None
     grammar: Callable[[str], Fields] | None = None
     grammar_syntaxes: frozenset[str] = frozenset()
+    # Where lmclient's compact GBNF (`_gbnf`) goes instead of the schema; ``None``: the server
+    # has no field honoured for it, and its own converter's whitespace stands.
+    compact: Callable[[str], Fields] | None = None
+    # What the server's own JSON grammar allows between tokens (whitespace="server", or a
+    # dialect without `compact`), from its source: shown in the capability matrix.
+    json_whitespace: str = "not known; no request field controls it"
     native_choice: bool = False  # `choice` is a server field, not an emulation
     object_root: bool = False
     stream_usage: bool = True  # reads stream_options.include_usage
@@ -125,15 +160,16 @@ class Dialect:
             f"server did not say its version; if it is one, use dialect={later.dialect!r}"
         )
 
-    def plan(self, spec: OutputSpec[Any], endpoint: Endpoint) -> Plan:
-        """The cached plan for ``spec`` on ``endpoint``; raises before any request is built."""
-        key = (self.name, endpoint)
+    def plan(self, spec: OutputSpec[Any], endpoint: Endpoint, *, compact: bool = True) -> Plan:
+        """The cached plan for ``spec`` on ``endpoint``; raises before any request is built.
+        ``compact`` asks for lmclient's compact grammar where this dialect can send one."""
+        key = (self.name, endpoint, compact)
         plan = spec.plans.get(key)
         if plan is None:
-            plan = spec.plans[key] = self._plan(spec, endpoint)
+            plan = spec.plans[key] = self._plan(spec, endpoint, compact)
         return plan
 
-    def _plan(self, spec: OutputSpec[Any], endpoint: Endpoint) -> Plan:
+    def _plan(self, spec: OutputSpec[Any], endpoint: Endpoint, compact: bool) -> Plan:
         if spec.kind == "text":
             return Plan({}, spec.decode)
         if endpoint not in self.constrained_endpoints:
@@ -141,10 +177,23 @@ class Dialect:
                 f"dialect {self.name!r} cannot constrain the {endpoint} endpoint "
                 f"(the server ignores constraint fields there); use endpoint='chat'"
             )
+        grammar = spec.compact if compact and self.compact is not None else None
+        if grammar is not None:
+            assert self.compact is not None and spec.decode_json is not None
+            longest = grammar.longest
+            budget = None if longest is None else Budget.of(grammar.shortest, longest)
+            return Plan(self.compact(grammar.text), spec.decode_json, compact=True, budget=budget)
         native = self._native(spec)
         if native is not None:
+            budget = None
+            if spec.kind == "choice":
+                sizes = [len(option.encode()) for option in spec.options]
+                budget = Budget.of(min(sizes), max(sizes))
             return Plan(
-                native, spec.decode, emulated=spec.kind == "choice" and not self.native_choice
+                native,
+                spec.decode,
+                emulated=spec.kind == "choice" and not self.native_choice,
+                budget=budget,
             )
         if spec.kind == "grammar":
             able = [d.name for d in DIALECTS.values() if spec.syntax in d.grammar_syntaxes]
@@ -264,6 +313,8 @@ def _dialects(*dialects: Dialect) -> dict[str, Dialect]:
 
 
 _GBNF = frozenset({"gbnf"})
+_VLLM_WHITESPACE = "any, unless the server is started with disable_any_whitespace"
+_LLAMACPP_WHITESPACE = "up to 2 newlines and 20 spaces or tabs between tokens"
 
 DIALECTS: dict[str, Dialect] = _dialects(
     Dialect(
@@ -274,6 +325,8 @@ DIALECTS: dict[str, Dialect] = _dialects(
         choice=_so("choice"),
         grammar=_so("grammar"),
         grammar_syntaxes=frozenset({"gbnf", "lark"}),
+        compact=_so("grammar"),
+        json_whitespace=_VLLM_WHITESPACE,
         native_choice=True,
     ),
     Dialect(
@@ -284,6 +337,8 @@ DIALECTS: dict[str, Dialect] = _dialects(
         choice=_top("guided_choice"),
         grammar=_top("guided_grammar"),
         grammar_syntaxes=frozenset({"gbnf", "lark"}),
+        compact=_top("guided_grammar"),  # GBNF under xgrammar, the default from vLLM 0.6.5
+        json_whitespace=_VLLM_WHITESPACE,
         native_choice=True,
     ),
     Dialect(
@@ -294,6 +349,8 @@ DIALECTS: dict[str, Dialect] = _dialects(
         choice=lambda options: {"regex": regex_alternation(options)},
         grammar=_top("ebnf"),
         grammar_syntaxes=_GBNF,
+        compact=_top("ebnf"),  # both endpoints; xgrammar (the default) and llguidance read GBNF
+        json_whitespace="any; server flags only (--constrained-json-disable-any-whitespace, …)",
     ),
     Dialect(
         "llamacpp",
@@ -302,6 +359,8 @@ DIALECTS: dict[str, Dialect] = _dialects(
         choice=lambda options: {"grammar": gbnf_alternation(options)},
         grammar=_top("grammar"),
         grammar_syntaxes=_GBNF,
+        compact=_top("grammar"),  # instead of json_schema: the server refuses both together
+        json_whitespace=_LLAMACPP_WHITESPACE,
     ),
     Dialect(
         "tgi",
@@ -313,6 +372,7 @@ DIALECTS: dict[str, Dialect] = _dialects(
         object_root=True,
         stream_usage=False,
         constrained_endpoints=frozenset({"chat"}),
+        json_whitespace="at most one space between tokens",
     ),
     Dialect("generic", schema=_response_format, any_json=_JSON_OBJECT),
     Dialect(
@@ -320,6 +380,7 @@ DIALECTS: dict[str, Dialect] = _dialects(
         schema=_response_format,
         any_json=_JSON_OBJECT,
         constrained_endpoints=frozenset({"chat"}),
+        json_whitespace=f"schema: {_LLAMACPP_WHITESPACE}; any JSON (json_object): any",
     ),
     Dialect("lmstudio", schema=_response_format),  # LM Studio answers json_object with 400
     Dialect(
@@ -353,6 +414,9 @@ class ServerInfo(msgspec.Struct, frozen=True):
     dialect: str
     version: str | None = None
     models: list[str] = []
+    # Whether the server can render tools and parse the model's calls (llama.cpp's /props
+    # ``chat_template_caps``); ``None`` where the server does not say.
+    tools: bool | None = None
 
 
 def detect(host: str, probes: dict[str, Any], models: list[str]) -> ServerInfo:
@@ -369,5 +433,8 @@ def detect(host: str, probes: dict[str, Any], models: list[str]) -> ServerInfo:
             version = answer.get(server.version_key)
             version = version if isinstance(version, str) else None
             if server.covers(version):
-                return ServerInfo(server.kind, dialect, version, models)
+                caps = answer.get("chat_template_caps")
+                tools = caps.get("supports_tool_calls") if isinstance(caps, dict) else None
+                tools = tools if isinstance(tools, bool) else None
+                return ServerInfo(server.kind, dialect, version, models, tools)
     return ServerInfo("unknown", "generic", None, models)

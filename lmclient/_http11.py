@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 __all__ = [
@@ -83,11 +83,10 @@ _FIELD_LINE = re.compile(rf"({_TOKEN.pattern}):[ \t]*((?:{_VCHAR}+(?:[ \t]+{_VCH
 _STATUS_LINE = re.compile(r"HTTP/1\.([01]) ([1-9][0-9][0-9])(?: [^\x00-\x08\x0a-\x1f\x7f]*)?")
 # The lines of a head repeat from response to response (a server sends the same status line and
 # mostly the same header lines), so each valid line seen is kept with what it says, and a head in
-# CRLF lines costs a dictionary look-up per line (see `_crlf_head`); a line not seen before is
-# checked by the pattern, as any other.
-_STATUS_LINES: dict[bytes, tuple[str, int]] = {}  # valid status lines seen: version, status
-_FIELDS: dict[bytes, tuple[str, str]] = {}  # valid header lines seen: lower-cased name, value
+# CRLF lines costs a dictionary look-up per line (`_Lines`, after the rules' patterns); a line
+# not seen before is checked by the pattern, as any other.
 _MAX_CACHED = 1024  # lines in each; a full cache is emptied and fills again with current lines
+_MAX_CACHED_LINE = 256  # bytes: a longer line is checked every time it comes
 _CTL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 _BLANK_LINE = re.compile(rb"\n\r?\n")  # the end of a head or a trailer section
 # What the first line of a head may be while its end has not arrived.
@@ -228,16 +227,27 @@ class ResponseParser:
 
     def _head(self, data: bytes) -> int:
         """Parse heads (skipping 1xx interim ones) from ``data``; the offset after the final
-        head, or -1 when it is not complete yet (the bytes are kept)."""
+        head, or -1 when it is not complete yet (the bytes are kept).
+
+        A head in CRLF lines that were all seen before costs a dictionary look-up per line
+        (`_Lines`); any other is split and checked line by line (`_split_head`). One function
+        with its framing rules (`_framing`) for the common head: each call costs every response."""
         pos = 0
         while True:
-            head = None
+            headers = None
             end = data.find(b"\r\n\r\n", pos)
-            if end >= 0:
+            if end >= 0 and self._remaining + end + 4 - pos <= MAX_HEAD_BYTES:
+                lines = data[pos:end].split(b"\r\n")
+                try:
+                    version, status = _status_line(lines.pop(0))
+                    headers = dict(map(_field_line, lines))
+                except _Malformed:  # a line not seen before that breaks a rule
+                    pass
+                else:
+                    if len(headers) < len(lines):
+                        headers = None  # a repeated header: `_split_head` joins its values
                 end += 4
-                if self._remaining + end - pos <= MAX_HEAD_BYTES:
-                    head = _crlf_head(data[pos : end - 4])
-            if head is None:  # bare LF line ends, a malformed head, or not all here yet
+            if headers is None:  # bare LF line ends, a malformed head, or not all here yet
                 blank = _BLANK_LINE.search(data, pos)
                 if blank is None:
                     self._partial_head(data, pos)
@@ -245,11 +255,50 @@ class ResponseParser:
                 end = blank.end()
                 if self._remaining + end - pos > MAX_HEAD_BYTES:
                     raise BadResponse(f"response head larger than {MAX_HEAD_BYTES} bytes")
-                head = _split_head(data[pos : blank.start()])
+                version, status, headers = _split_head(data[pos : blank.start()])
             self._remaining += end - pos
             pos = end
-            if self._parse_head(*head):
-                return pos
+            coding = headers.get("transfer-encoding")
+            length = headers.get("content-length")
+            if coding is not None or length is None or not length.isdecimal() or len(length) > 20:
+                n = _framing(version, coding, length, headers)
+            else:  # of latin-1 text, isdecimal() is ASCII digits only
+                n = int(length)
+            if status < 200:
+                if status == 101:
+                    raise BadResponse(
+                        "the server switched protocols, which lmclient never asks for"
+                    )
+                continue  # a 1xx interim response, which carries no body
+            self.status = status
+            self.headers = headers
+            connection = headers.get("connection")
+            if connection is None:
+                self.keep_alive = version == "HTTP/1.1"
+            else:
+                tokens = {t.strip(" \t").lower() for t in connection.split(",")}
+                self.keep_alive = (
+                    "close" not in tokens if version == "HTTP/1.1" else "keep-alive" in tokens
+                )
+            self._remaining = 0
+            if status == 204 or status == 304:
+                self._state = _DONE
+                self.complete = True
+            elif coding is not None:
+                self._state = _CHUNK_SIZE
+                if n is not None:
+                    self.keep_alive = False
+            elif n is not None:
+                self.length = self._remaining = n
+                if n:
+                    self._state = _LENGTH
+                else:
+                    self._state = _DONE
+                    self.complete = True
+            else:
+                self._state = _UNTIL_CLOSE
+                self.keep_alive = False
+            return pos
 
     def _partial_head(self, data: bytes, pos: int) -> None:
         """Keep the start of a head, unless it already cannot be one."""
@@ -263,57 +312,6 @@ class ResponseParser:
         elif pos < len(data) and _STATUS_START.fullmatch(data, pos) is None:
             raise _not_a_status_line(data[pos : pos + 100].decode("latin-1"))
         self._buffer = data[pos:] if pos else data
-
-    def _parse_head(self, version: str, status: int, headers: dict[str, str]) -> bool:
-        """Take one head; False for a 1xx interim response, which carries no body."""
-        coding = headers.get("transfer-encoding")
-        length = headers.get("content-length")
-        n = None
-        if length is not None:
-            if length.isdecimal() and len(length) <= 20:  # of latin-1 text: ASCII digits only
-                n = int(length)
-            else:
-                n = declared_length(headers)
-                if n is None:
-                    raise BadResponse(f"invalid content-length: {length[:100]!r}")
-        if coding is not None:
-            if coding.lower() != "chunked":
-                raise BadResponse(f"unsupported transfer-encoding {coding[:100]!r}")
-            if version == "HTTP/1.0":
-                raise BadResponse("transfer-encoding in an HTTP/1.0 response")
-        if status < 200:
-            if status == 101:
-                raise BadResponse("the server switched protocols, which lmclient never asks for")
-            return False
-        self.status = status
-        self.headers = headers
-        connection = headers.get("connection")
-        if connection is None:
-            self.keep_alive = version == "HTTP/1.1"
-        else:
-            tokens = {t.strip(" \t").lower() for t in connection.split(",")}
-            self.keep_alive = (
-                "close" not in tokens if version == "HTTP/1.1" else "keep-alive" in tokens
-            )
-        self._remaining = 0
-        if status in (204, 304):
-            self._state = _DONE
-            self.complete = True
-        elif coding is not None:
-            self._state = _CHUNK_SIZE
-            if n is not None:
-                self.keep_alive = False
-        elif n is not None:
-            self.length = self._remaining = n
-            if n:
-                self._state = _LENGTH
-            else:
-                self._state = _DONE
-                self.complete = True
-        else:
-            self._state = _UNTIL_CLOSE
-            self.keep_alive = False
-        return True
 
     # -- chunked body ----------------------------------------------------------------------
 
@@ -398,38 +396,71 @@ class ResponseParser:
         return end
 
 
-def _crlf_head(raw: bytes) -> tuple[str, int, dict[str, str]] | None:
-    """The version, status and headers of a head in CRLF lines (without the blank line), or
-    None when `_split_head` has to decide (bare LF line ends, a repeated header, a line that
-    breaks a rule). Each line is one the patterns accepted before, or is checked by them now; so
-    no line holds a CR, an LF or another control character but HTAB."""
-    lines = raw.split(b"\r\n")
-    status = _STATUS_LINES.get(lines[0])
-    if status is None:
-        match = _STATUS_LINE.fullmatch(lines[0].decode("latin-1"))
-        if match is None:
-            return None
-        status = _cache(_STATUS_LINES, lines[0], (f"HTTP/1.{match.group(1)}", int(match.group(2))))
-    del lines[0]
-    fields = list(map(_FIELDS.get, lines))
-    if None in fields:
-        for i, field in enumerate(fields):
-            if field is None:
-                match = _FIELD_LINE.fullmatch(lines[i].decode("latin-1"))
-                if match is None:
-                    return None
-                fields[i] = _cache(_FIELDS, lines[i], (match.group(1).lower(), match.group(2)))
-    headers: dict[str, str] = dict(fields)  # type: ignore[arg-type]  # no None is left
-    if len(headers) < len(fields):
-        return None  # a repeated header: `_split_head` joins its values
-    return status[0], status[1], headers
+class _Malformed(Exception):
+    """A line of a head breaks a rule: `_split_head` says which."""
 
 
-def _cache(cache: dict[bytes, _V], line: bytes, value: _V) -> _V:
-    if len(cache) >= _MAX_CACHED:
-        cache.clear()
-    cache[line] = value
-    return value
+class _Lines(dict[bytes, _V]):
+    """Valid lines of heads seen, with what they say: a line not seen before is checked by the
+    pattern when it is looked up (`_Malformed` if it breaks the rule), and kept if it is short
+    (so that a server's long lines cannot fill memory: at most _MAX_CACHED of _MAX_CACHED_LINE
+    bytes each)."""
+
+    __slots__ = ("_learn",)
+
+    def __init__(self, learn: Callable[[bytes], _V | None]) -> None:
+        super().__init__()
+        self._learn = learn
+
+    def __missing__(self, line: bytes) -> _V:
+        value = self._learn(line)
+        if value is None:
+            raise _Malformed
+        if len(line) <= _MAX_CACHED_LINE:
+            if len(self) >= _MAX_CACHED:
+                self.clear()
+            self[line] = value
+        return value
+
+
+def _learn_status_line(line: bytes) -> tuple[str, int] | None:
+    match = _STATUS_LINE.fullmatch(line.decode("latin-1"))
+    return None if match is None else (f"HTTP/1.{match.group(1)}", int(match.group(2)))
+
+
+def _learn_field_line(line: bytes) -> tuple[str, str] | None:
+    if line[:16].lower() == b"content-length: " and line[16:].isdigit() and len(line) <= 36:
+        return "content-length", line[16:].decode("ascii")  # its value varies: no pattern
+    match = _FIELD_LINE.fullmatch(line.decode("latin-1"))
+    return None if match is None else (match.group(1).lower(), match.group(2))
+
+
+_STATUS_LINES = _Lines(_learn_status_line)  # version, status
+_FIELDS = _Lines(_learn_field_line)  # lower-cased name, value
+# Bound look-ups: subscripting a dict subclass goes through a slower generic slot.
+_status_line = _STATUS_LINES.__getitem__
+_field_line = _FIELDS.__getitem__
+
+
+def _framing(
+    version: str, coding: str | None, length: str | None, headers: Mapping[str, str]
+) -> int | None:
+    """The Content-Length of a head that is not the common one (a single value of digits, no
+    Transfer-Encoding), or None; `BadResponse` for framing that is refused."""
+    n = None
+    if length is not None:
+        if length.isdecimal() and len(length) <= 20:
+            n = int(length)
+        else:
+            n = declared_length(headers)
+            if n is None:
+                raise BadResponse(f"invalid content-length: {length[:100]!r}")
+    if coding is not None:
+        if coding.lower() != "chunked":
+            raise BadResponse(f"unsupported transfer-encoding {coding[:100]!r}")
+        if version == "HTTP/1.0":
+            raise BadResponse("transfer-encoding in an HTTP/1.0 response")
+    return n
 
 
 def _split_head(raw: bytes) -> tuple[str, int, dict[str, str]]:

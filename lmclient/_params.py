@@ -12,10 +12,12 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
 import httpx
 import msgspec
+
+from ._tools import Tool
 
 __all__ = [
     "CALL_PARAMS",
@@ -49,6 +51,13 @@ class CallParams(TypedDict, total=False):
     max_retries: int
     max_reasks: int
     extra_body: dict[str, Any]
+    # Reasoning controls, translated per server (`_reasoning`): chat only.
+    thinking: bool
+    thinking_budget: int
+    reasoning_effort: Literal["low", "medium", "high"]
+    # Tools the model may call (`_tools`): chat only, without an output type.
+    tools: Sequence[Tool[Any]]
+    tool_choice: Literal["auto", "required", "none"] | Tool[Any]
 
 
 class CreateParams(CallParams, total=False):
@@ -79,14 +88,21 @@ _BODY_PARAMS: dict[str, tuple[type, ...]] = {
     "presence_penalty": _NUMBER,
     "frequency_penalty": _NUMBER,
 }
-# Per-call parameters lmclient itself reads: never sent as such.
+# Per-call parameters lmclient itself reads, or translates per server: never sent as such.
 CALL_PARAMS: dict[str, tuple[type, ...]] = {
     "timeout": (int, float, httpx.Timeout),
     "deadline": _NUMBER,
     "max_retries": (int,),
     "max_reasks": (int,),
     "extra_body": (dict,),
+    "thinking": (bool,),
+    "thinking_budget": (int,),
+    "reasoning_effort": (str,),
+    "tools": (list, tuple),
+    "tool_choice": (str, Tool),
 }
+_EFFORTS = ("low", "medium", "high")
+_CHOICES = ("auto", "required", "none")
 PARAMS = {**_BODY_PARAMS, **CALL_PARAMS}
 
 
@@ -112,8 +128,14 @@ def _value_problem(name: str, value: Any) -> str | None:
         return None if all(isinstance(s, str) for s in value) else "must be a str or list of str"
     if name in ("max_tokens", "n") and value < 1:
         return "must be at least 1"
-    if name in ("top_logprobs", "max_retries", "max_reasks") and value < 0:
+    if name in ("top_logprobs", "max_retries", "max_reasks", "thinking_budget") and value < 0:
         return "must not be negative"
+    if name == "tools" and not all(isinstance(tool, Tool) for tool in value):
+        return "must be a list of lmclient.Tool"
+    if name == "tool_choice" and isinstance(value, str) and value not in _CHOICES:
+        return "must be 'auto', 'required', 'none' or one of the tools"
+    if name == "reasoning_effort" and value not in _EFFORTS:
+        return "must be one of " + ", ".join(map(repr, _EFFORTS))
     if name in ("deadline", "timeout") and isinstance(value, _NUMBER) and value <= 0:
         return "must be a positive number of seconds"
     return None

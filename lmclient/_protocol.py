@@ -22,6 +22,8 @@ __all__ = [
     "TokenLogprob",
     "TopLogprob",
     "Usage",
+    "WireFunction",
+    "WireToolCall",
 ]
 
 
@@ -72,11 +74,30 @@ class CompletionLogprobs(msgspec.Struct):
         return out
 
 
+class WireFunction(msgspec.Struct, gc=False):
+    """A tool call's function: ``arguments`` is a JSON string (an object on some servers); in
+    a stream, each delta carries a piece of it."""
+
+    name: str | None = None
+    arguments: str | dict[str, Any] | None = None
+
+
+class WireToolCall(msgspec.Struct, gc=False):
+    """One tool call as the server sent it (``index`` in stream deltas, where the first delta
+    of a call carries its ``id`` and name and the next ones pieces of its arguments)."""
+
+    id: str | None = None
+    type: str | None = None
+    function: WireFunction = msgspec.field(default_factory=WireFunction)
+    index: int | None = None
+
+
 class Message(msgspec.Struct, gc=False):
     content: str | None = None
     refusal: str | None = None
     reasoning: str | None = None  # vLLM >= 0.10
     reasoning_content: str | None = None  # SGLang, llama.cpp, older vLLM
+    tool_calls: list[WireToolCall] | None = None
 
 
 class ChatChoice(msgspec.Struct, gc=False):
@@ -112,6 +133,7 @@ class Delta(msgspec.Struct, gc=False):
     refusal: str | None = None
     reasoning: str | None = None
     reasoning_content: str | None = None
+    tool_calls: list[WireToolCall] | None = None
 
 
 class ChunkChoice(msgspec.Struct, gc=False):

@@ -7,6 +7,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from ._protocol import TokenLogprob, Usage
+from ._tools import ToolCall
 
 __all__ = ["Response"]
 
@@ -18,7 +19,9 @@ class Response(msgspec.Struct, Generic[T], frozen=True):
 
     ``raw`` is the decoded wire struct (`protocol.ChatCompletion` or `protocol.Completion`),
     ``retries`` how many transport retries the call took, ``reasks`` how many times an invalid
-    answer was sent back to the model for correction (``max_reasks``). A msgspec Struct: built
+    answer was sent back to the model for correction (``max_reasks``), ``compact`` whether the
+    server was held to lmclient's compact grammar (no whitespace outside strings, see the
+    client's ``whitespace=``) rather than its own JSON converter. A msgspec Struct: built
     on every call, and far cheaper to build than a frozen dataclass.
     """
 
@@ -33,6 +36,9 @@ class Response(msgspec.Struct, Generic[T], frozen=True):
     logprobs: list[TokenLogprob] | None = None
     retries: int = 0
     reasks: int = 0
+    compact: bool = False
+    # the first choice's, validated (`tools=`); a tuple, so that no call pays for a new list
+    tool_calls: tuple[ToolCall[Any], ...] = ()
 
     @property
     def value(self) -> T:
@@ -45,3 +51,12 @@ class Response(msgspec.Struct, Generic[T], frozen=True):
     @property
     def finish_reason(self) -> str | None:
         return self.finish_reasons[0]
+
+    @property
+    def message(self) -> dict[str, Any]:
+        """The first choice as an assistant message, its tool calls included: what to append to
+        the messages of the next call, before the calls' results (`ToolCall.result`)."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.texts[0] or None}
+        if self.tool_calls:
+            message["tool_calls"] = [call.wire() for call in self.tool_calls]
+        return message

@@ -98,7 +98,16 @@ _DISABLE_ANY_WHITESPACE = (
     "vLLM's xgrammar and guidance backends read it from the server's configuration only: start "
     "the server with --structured-outputs-config "
     '\'{"backend":"xgrammar","disable_any_whitespace":true}\''
+    ", or let lmclient send compact JSON (whitespace='compact', the default)"
 )
+_WHITESPACE_PATTERN = (
+    "no vLLM backend reads it (its outlines backend builds the JSON regex without it); "
+    "lmclient's compact JSON (whitespace='compact', the default) has no free whitespace"
+)
+_VLLM_IGNORES = {
+    "structured_outputs.disable_any_whitespace": _DISABLE_ANY_WHITESPACE,
+    "structured_outputs.whitespace_pattern": _WHITESPACE_PATTERN,
+}
 _OLLAMA_READS = frozenset(
     {
         "model", "messages", "prompt", "stream", "stream_options", "max_tokens", "seed", "stop",
@@ -158,11 +167,8 @@ SERVERS: dict[str, Server] = {
         answer={"version": "0.33.0"},
         obeys=_both("structured_outputs", "response_format"),  # guided_*: ignored from 0.12
         ignores={
-            "chat": {
-                "structured_outputs.disable_any_whitespace": _DISABLE_ANY_WHITESPACE,
-                "user": "vLLM's source marks it as ignored",
-            },
-            "completions": {"structured_outputs.disable_any_whitespace": _DISABLE_ANY_WHITESPACE},
+            "chat": {**_VLLM_IGNORES, "user": "vLLM's source marks it as ignored"},
+            "completions": _VLLM_IGNORES,
         },
         since=(0, 10, 2),  # the first release with structured_outputs
     ),

@@ -8,7 +8,7 @@ response is released when the stream ends, on error, on ``break`` followed by le
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 import msgspec
 
@@ -17,13 +17,23 @@ from ._protocol import Usage
 from ._response import Response
 from ._sse import ArrayItems
 from ._stream_state import StreamState
+from ._tools import decode_calls
 from ._transports.common import AsyncStreamResponse, StreamResponse
 from ._types import DECODE_ERRORS
+
+if TYPE_CHECKING:
+    from ._partial import PartialObject
+    from ._protocol import WireToolCall
+    from ._tools import ToolCall
 
 __all__ = ["AsyncStream", "Stream"]
 
 T = TypeVar("T")
 E = TypeVar("E")  # the element of a list/tuple/set output, which items() yields
+K = TypeVar("K")  # the key and value of a dict output, which partials() snapshots
+V = TypeVar("V")
+# What `deltas()` yields: reasoning and content text, told apart.
+Delta = tuple[Literal["reasoning", "content"], str]
 Opened = StreamResponse  # what a transport's stream() returns, once the status is a success
 AsyncOpened = AsyncStreamResponse
 Opener = Callable[[], tuple[StreamState, Opened]]
@@ -51,6 +61,23 @@ def _item_decoder(state: StreamState) -> Callable[[str], Any]:
     return decode
 
 
+def _partial_object(state: StreamState) -> PartialObject:
+    """The snapshots of the output type's JSON object; TypeError for other types."""
+    from ._partial import PartialObject  # on the first partials(): most programs never need it
+
+    spec = state.call.spec
+    assert spec is not None
+    return PartialObject(spec)
+
+
+def _calls_decoder(state: StreamState) -> Callable[[list[WireToolCall]], list[ToolCall[Any]]]:
+    """A decoder of closed tool calls into their tools' types; TypeError without ``tools=``."""
+    tools = state.call.tools
+    if not tools:
+        raise TypeError("calls() needs a call with tools=")
+    return lambda calls: decode_calls(tools, calls) if calls else []
+
+
 async def _no_deltas() -> AsyncIterator[str]:
     """What iterating a stream yields once `aread` has read it: nothing."""
     if False:  # an async generator that ends at once
@@ -67,6 +94,20 @@ class _StreamBase(Generic[T]):
     def text(self) -> str:
         """The text received so far."""
         return "" if self._state is None else self._state.text
+
+    @property
+    def reasoning(self) -> str:
+        """The reasoning (thinking) text received so far, apart from the content."""
+        return "" if self._state is None else self._state.reasoning
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall[Any], ...]:
+        """The tool calls of a call with ``tools=``, assembled from their deltas and validated,
+        once the stream has ended (`read` / `aread` read it); each call's arguments arrive in
+        pieces, and are validated only whole."""
+        if not self._done:
+            raise errors.LMClientError("the stream is not finished: read it first")
+        return self._finished().tool_calls
 
     @property
     def finish_reason(self) -> str | None:
@@ -93,7 +134,8 @@ class _StreamBase(Generic[T]):
 
 
 class Stream(_StreamBase[T]):
-    """Iterate for text deltas; `items()` for array elements; `value` for the validated whole."""
+    """Iterate for text deltas; `items()` for array elements; `partials()` for an object's
+    fields; `value` for the validated whole."""
 
     def __init__(self, opener: Opener) -> None:
         self._opener = opener
@@ -153,6 +195,64 @@ class Stream(_StreamBase[T]):
         for delta in deltas:
             for text in splitter.feed(delta):
                 yield decode(text)
+        self.read()
+
+    @overload
+    def partials(self: Stream[dict[K, V]]) -> Iterator[dict[K, V]]: ...  # type: ignore[overload-overlap]
+    @overload
+    def partials(self) -> Iterator[dict[str, Any]]: ...
+    def partials(self) -> Iterator[dict[Any, Any]]:
+        """A snapshot of a JSON-object output each time a top-level field closes: a new dict of
+        the fields complete so far, each value validated against its field's type (see
+        docs/streaming.md); at the end the whole value is validated too. Text already read by
+        iterating the stream counts: the snapshots always start from the first field."""
+        partial = None if self._state is None else _partial_object(self._state)
+        return self._partials(partial)
+
+    def _partials(self, partial: PartialObject | None) -> Iterator[dict[Any, Any]]:
+        deltas = self._iterator()
+        state = self._state
+        assert state is not None
+        if partial is None:  # the stream was opened just now, by `_iterator`
+            partial = _partial_object(state)
+        yield from partial.update(state.parts)  # deltas read before, if any
+        for _ in deltas:
+            yield from partial.update(state.parts)
+        self.read()
+
+    def deltas(self) -> Iterator[Delta]:
+        """Every delta as it arrives, reasoning and content apart: ``("reasoning", text)`` or
+        ``("content", text)``, in the server's order; at the end the value is validated (as
+        `read`). It reads the stream from its start: call it before any other read."""
+        if self._deltas is not None:
+            raise errors.LMClientError("deltas() must be the first read of the stream")
+        state = self._open()
+        self._deltas = iter(())  # read here: iterating the stream afterwards yields nothing
+        try:
+            for chunk in self._chunks:
+                yield from state.tagged(state.feed(chunk))
+            yield from state.tagged(state.end())
+        finally:
+            self.close()
+        self.read()
+
+    def calls(self) -> Iterator[ToolCall[Any]]:
+        """Each tool call of a call with ``tools=``, validated, as soon as its arguments close
+        (when the next call starts, or the choice ends); `tool_calls` then holds them all. It
+        reads the stream from its start: call it before any other read."""
+        if self._deltas is not None:
+            raise errors.LMClientError("calls() must be the first read of the stream")
+        state = self._open()
+        decode = _calls_decoder(state)
+        self._deltas = iter(())  # read here: iterating the stream afterwards yields nothing
+        try:
+            for chunk in self._chunks:
+                state.feed(chunk)
+                yield from decode(state.closed_calls())
+            state.end()
+            yield from decode(state.closed_calls())
+        finally:
+            self.close()
         self.read()
 
     def read(self) -> T:
@@ -253,6 +353,64 @@ class AsyncStream(_StreamBase[T]):
         async for delta in deltas:
             for text in splitter.feed(delta):
                 yield decode(text)
+        await self.aread()
+
+    @overload
+    def partials(self: AsyncStream[dict[K, V]]) -> AsyncIterator[dict[K, V]]: ...  # type: ignore[overload-overlap]
+    @overload
+    def partials(self) -> AsyncIterator[dict[str, Any]]: ...
+    def partials(self) -> AsyncIterator[dict[Any, Any]]:
+        """A snapshot of a JSON-object output each time a top-level field closes (as
+        `Stream.partials`)."""
+        partial = None if self._state is None else _partial_object(self._state)
+        return self._partials(partial)
+
+    async def _partials(self, partial: PartialObject | None) -> AsyncIterator[dict[Any, Any]]:
+        deltas = await self._iterator()
+        state = self._state
+        assert state is not None
+        if partial is None:  # the stream was opened just now, by `_iterator`
+            partial = _partial_object(state)
+        for snapshot in partial.update(state.parts):  # deltas read before, if any
+            yield snapshot
+        async for _ in deltas:
+            for snapshot in partial.update(state.parts):
+                yield snapshot
+        await self.aread()
+
+    async def deltas(self) -> AsyncIterator[Delta]:
+        """Every delta as it arrives, reasoning and content apart (as `Stream.deltas`)."""
+        if self._deltas is not None:
+            raise errors.LMClientError("deltas() must be the first read of the stream")
+        state, chunks = await self._open()
+        self._deltas = _no_deltas()
+        try:
+            async for chunk in chunks:
+                for delta in state.tagged(state.feed(chunk)):
+                    yield delta
+            for delta in state.tagged(state.end()):
+                yield delta
+        finally:
+            await self.aclose()
+        await self.aread()
+
+    async def calls(self) -> AsyncIterator[ToolCall[Any]]:
+        """Each tool call, validated, as soon as its arguments close (as `Stream.calls`)."""
+        if self._deltas is not None:
+            raise errors.LMClientError("calls() must be the first read of the stream")
+        state, chunks = await self._open()
+        decode = _calls_decoder(state)
+        self._deltas = _no_deltas()
+        try:
+            async for chunk in chunks:
+                state.feed(chunk)
+                for call in decode(state.closed_calls()):
+                    yield call
+            state.end()
+            for call in decode(state.closed_calls()):
+                yield call
+        finally:
+            await self.aclose()
         await self.aread()
 
     async def aread(self) -> T:

@@ -6,12 +6,12 @@ shells behave alike.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
 from . import errors
-from ._protocol import StreamChunk, Usage
+from ._protocol import StreamChunk, Usage, WireFunction, WireToolCall
 from ._sse import ServerSentEvent, SSEDecoder
 from ._status import api_error
 from ._types import DECODE_ERRORS
@@ -32,8 +32,12 @@ class StreamState:
 
     __slots__ = (
         "_call",
+        "_calls",
+        "_calls_sent",
         "_parts",
         "_reasoning",
+        "_reasoning_at",
+        "_reasoning_sent",
         "_refusal",
         "_sse",
         "done",
@@ -51,7 +55,11 @@ class StreamState:
         self._sse = SSEDecoder()
         self._parts: list[str] = []
         self._reasoning: list[str] = []
+        self._reasoning_at: list[int] = []  # per reasoning delta: the content deltas before it
+        self._reasoning_sent = 0  # the reasoning deltas `tagged` has handed out
         self._refusal: list[str] = []
+        self._calls: dict[int, tuple[list[str | None], list[str]]] = {}  # ([id, name], pieces)
+        self._calls_sent = 0  # the calls `closed_calls` has handed out
         self.done = False
         self.events = 0
         self.finish_reason: str | None = None
@@ -64,8 +72,34 @@ class StreamState:
         return "".join(self._parts)
 
     @property
+    def parts(self) -> list[str]:
+        """The content deltas so far, in order: the live list, which `partials()` reads by
+        index, so that it sees every delta whoever iterated the stream."""
+        return self._parts
+
+    @property
     def call(self) -> Call:
         return self._call
+
+    @property
+    def reasoning(self) -> str:
+        """The reasoning text received so far."""
+        return "".join(self._reasoning)
+
+    def tagged(self, content: list[str]) -> list[tuple[Literal["reasoning", "content"], str]]:
+        """The content deltas ``feed`` or ``end`` just returned, with the reasoning deltas that
+        arrived among them, in the order the server sent them."""
+        out: list[tuple[Literal["reasoning", "content"], str]] = []
+        at, marks, pending = self._reasoning_sent, self._reasoning_at, len(self._reasoning)
+        first = len(self._parts) - len(content)  # the index of content[0] among all parts
+        for offset, text in enumerate(content):
+            while at < pending and marks[at] <= first + offset:
+                out.append(("reasoning", self._reasoning[at]))
+                at += 1
+            out.append(("content", text))
+        out.extend(("reasoning", self._reasoning[i]) for i in range(at, pending))
+        self._reasoning_sent = pending
+        return out
 
     def feed(self, data: bytes) -> list[str]:
         out: list[str] = []
@@ -95,7 +129,42 @@ class StreamState:
             raw=None,
             reasoning="".join(self._reasoning) or None,
             refusal="".join(self._refusal) or None,
+            tool_calls=self._tool_calls(),
         )
+
+    def _tool_call_deltas(self, deltas: list[WireToolCall]) -> None:
+        """Assemble tool calls per ``index``: the first delta of a call has its id and name,
+        the next ones pieces of its arguments (a server that sends a call whole sends it in
+        one delta). Without ``index``, a delta with an id or a name starts the next call and
+        one without continues the last."""
+        for delta in deltas:
+            index = delta.index
+            if index is None:
+                new = delta.id or delta.function.name or not self._calls
+                index = len(self._calls) if new else max(self._calls)
+            head, pieces = self._calls.setdefault(index, ([None, None], []))
+            head[0] = delta.id or head[0]
+            head[1] = delta.function.name or head[1]
+            arguments = delta.function.arguments
+            if isinstance(arguments, str):
+                pieces.append(arguments)
+            elif arguments is not None:
+                pieces.append(msgspec.json.encode(arguments).decode())
+
+    def _tool_calls(self) -> list[WireToolCall] | None:
+        """The calls assembled from the deltas, in index order (``None`` without any)."""
+        if not self._calls:
+            return None
+        return [_wire_call(index, *self._calls[index]) for index in sorted(self._calls)]
+
+    def closed_calls(self) -> list[WireToolCall]:
+        """The tool calls whose arguments closed since the last look: every call but the
+        newest (servers stream calls one after another), and the newest once the choice
+        finished."""
+        order = sorted(self._calls)
+        done = len(order) if self.finish_reason or self.done else len(order) - 1
+        sent, self._calls_sent = self._calls_sent, max(self._calls_sent, done)
+        return [_wire_call(index, *self._calls[index]) for index in order[sent:done]]
 
     def _event(self, event: ServerSentEvent, out: list[str]) -> None:
         if self.done:
@@ -129,10 +198,17 @@ class StreamState:
                 thought = delta.reasoning or delta.reasoning_content
                 if thought:
                     self._reasoning.append(thought)
+                    self._reasoning_at.append(len(self._parts))
                 if delta.refusal:
                     self._refusal.append(delta.refusal)
+                if delta.tool_calls:
+                    self._tool_call_deltas(delta.tool_calls)
             if choice.finish_reason:
                 self.finish_reason = choice.finish_reason
+
+
+def _wire_call(index: int, head: list[str | None], pieces: list[str]) -> WireToolCall:
+    return WireToolCall(head[0], "function", WireFunction(head[1], "".join(pieces)), index)
 
 
 def _event_error(data: bytes) -> errors.APIError:

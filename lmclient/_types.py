@@ -23,6 +23,9 @@ from ._markers import Choice, Grammar, JsonSchema, Regex
 from ._patterns import DECIMAL_PATTERN, SCALAR_GBNF, SCALAR_PATTERNS, anchored
 from .errors import ValidationError
 
+if typing.TYPE_CHECKING:
+    from ._gbnf import CompactGrammar
+
 __all__ = ["DECODE_ERRORS", "OutputSpec", "compile_output"]
 
 T = TypeVar("T")
@@ -48,7 +51,18 @@ class OutputSpec(Generic[T]):
     grammar: str | None = None  # a Grammar's text; for scalars, their literal's exact GBNF
     syntax: str = "gbnf"
     element_type: Any = None  # for JSON-array outputs: the type of one element (streaming items)
-    plans: dict[tuple[str, str], Any] = dataclasses.field(default_factory=dict, repr=False)
+    plans: dict[tuple[str, str, bool], Any] = dataclasses.field(default_factory=dict, repr=False)
+
+    @functools.cached_property
+    def compact(self) -> CompactGrammar | None:
+        """The schema as lmclient's compact GBNF (no whitespace outside strings), for the
+        servers that take a grammar; ``None`` for other kinds, or a schema the compiler does not
+        cover (then the schema itself is sent)."""
+        if self.kind not in ("json", "any") or self.schema is None:
+            return None
+        from ._gbnf import compact_grammar  # compiled once per type, when a server needs it
+
+        return compact_grammar(self.schema)
 
     @functools.cached_property
     def root_is_object(self) -> bool:
@@ -93,6 +107,15 @@ def compile_output(output_type: Any) -> OutputSpec[Any]:
             output_type._spec = _json_schema_spec(output_type)
         return output_type._spec
     try:
+        if isinstance(output_type, type):  # a class, the usual output type: one look-up
+            spec = _CLASS_SPECS.get(output_type)
+            if spec is not None:
+                return spec
+            if _is_class(output_type):
+                if len(_CLASS_SPECS) >= 1024:  # bounded: classes made anew on every call
+                    _CLASS_SPECS.clear()
+                spec = _CLASS_SPECS[output_type] = _compile_cached(output_type, None)
+                return spec
         # The args are part of the key: Literal["b", "a"] == Literal["a", "b"], but the order of
         # the options is the user's and goes on the wire. A class is its own key (equal only to
         # itself), and looking for its absent __args__ would cost an AttributeError on every call.
@@ -102,6 +125,9 @@ def compile_output(output_type: Any) -> OutputSpec[Any]:
         if "unhashable" in str(exc):
             return _compile(output_type)
         raise
+
+
+_CLASS_SPECS: dict[type, OutputSpec[Any]] = {}  # a class is equal only to itself
 
 
 @functools.lru_cache(maxsize=1024)

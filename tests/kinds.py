@@ -13,12 +13,14 @@ import decimal
 import enum
 import json
 import uuid
+from collections.abc import Callable
 from typing import Annotated, Any, Literal, NamedTuple, Optional, TypedDict, Union
 
 import msgspec
 import pydantic
 
 import lmclient
+from lmclient._types import compile_output
 from lmclient.errors import UnsupportedConstraintError
 
 INT_RE = r"-?(0|[1-9][0-9]{0,18})"
@@ -340,11 +342,62 @@ def _object_root(kind: Kind, schema: dict[str, Any]) -> tuple[dict[str, Any], bo
     return (schema, False) if schema.get("type") == "object" else (wrap(schema), True)
 
 
-def expected_fields(kind: Kind, dialect: str, endpoint: str = "chat") -> dict[str, Any]:
-    """The constraint fields `dialect` must send for `kind`; raises where it cannot."""
+# Where each dialect that takes a grammar puts lmclient's compact one (servers.md).
+COMPACT_PLACES: dict[str, Callable[[str], dict[str, Any]]] = {
+    "vllm": lambda text: {"structured_outputs": {"grammar": text}},
+    "vllm-guided": lambda text: {"guided_grammar": text},
+    "sglang": lambda text: {"ebnf": text},
+    "llamacpp": lambda text: {"grammar": text},
+}
+
+
+def compact_text(kind: Kind) -> str | None:
+    """The compact grammar lmclient compiles for a JSON kind (tested on its own in
+    tests/test_gbnf.py); ``None`` for other kinds."""
+    if kind.native not in ("json", "any"):
+        return None
+    grammar = compile_output(kind.output_type).compact
+    return None if grammar is None else grammar.text
+
+
+def _carries_schema(fields: dict[str, Any]) -> bool:
+    """Whether the fields tell the server a JSON schema (a choice emulated as an ``enum``)."""
+    formats = ("json_schema", "json", "json_object")
+    return (
+        "json_schema" in fields
+        or "guided_json" in fields
+        or "json" in fields.get("structured_outputs", {})
+        or fields.get("response_format", {}).get("type") in formats
+    )
+
+
+def expected_budget(
+    kind: Kind, dialect: str, endpoint: str = "chat", *, compact: bool = True
+) -> dict[str, int]:
+    """The ``max_tokens`` a call without one sends for `kind`: one more than the bytes of its
+    longest answer, where the server is held to its exact text (a choice, a compact grammar of a
+    bounded type); nothing otherwise."""
+    fields = expected_fields(kind, dialect, endpoint, compact=compact)
+    if kind.native == "choice" and not _carries_schema(fields):
+        return {"max_tokens": max(len(o.encode()) for o in kind.payload) + 1}
+    if compact and dialect in COMPACT_PLACES and kind.native in ("json", "any"):
+        grammar = compile_output(kind.output_type).compact
+        if grammar is not None and grammar.longest is not None:
+            return {"max_tokens": grammar.longest + 1}
+    return {}
+
+
+def expected_fields(
+    kind: Kind, dialect: str, endpoint: str = "chat", *, compact: bool = True
+) -> dict[str, Any]:
+    """The constraint fields `dialect` must send for `kind`, with the client's compact JSON or
+    the server's (``compact=False``); raises where it cannot."""
     k, payload = kind.native, kind.payload
     if k == "text":
         return {}
+    grammar = compact_text(kind) if compact else None
+    if grammar is not None and dialect in COMPACT_PLACES:
+        return COMPACT_PLACES[dialect](grammar)
     if dialect == "vllm":
         if k == "any":
             return {"structured_outputs": {"json_object": True}}
@@ -412,11 +465,14 @@ def _response_format(kind: Kind) -> dict[str, Any]:
     }
 
 
-def reply_text(kind: Kind, dialect: str, endpoint: str = "chat") -> str:
+def reply_text(kind: Kind, dialect: str, endpoint: str = "chat", *, compact: bool = True) -> str:
     """What a server in `dialect` returns for `kind` (native text, JSON form or wrapped)."""
-    fields = expected_fields(kind, dialect, endpoint)
+    fields = expected_fields(kind, dialect, endpoint, compact=compact)
     rf = fields.get("response_format", {})
     uses_schema = rf.get("type") in ("json_schema", "json") or "json_schema" in fields
+    uses_schema = uses_schema or (
+        compact and dialect in COMPACT_PLACES and compact_text(kind) is not None
+    )
     text = kind.json_text if uses_schema and kind.json_text else kind.text
     if kind.native != "text" and dialect in ("openai", "tgi") and uses_schema:
         schema = kind.strict if dialect == "openai" and kind.strict is not None else kind.schema

@@ -152,13 +152,13 @@ SCHEMA = {
 @pytest.mark.parametrize(
     ("args", "kind", "check"),
     [
-        (["--schema", msgspec.json.encode(SCHEMA).decode()], "json_schema", "person"),
+        (["--schema", msgspec.json.encode(SCHEMA).decode()], "grammar", "person"),
         (["--regex", "[a-z]{3}-[0-9]{2}"], "regex", r"[a-z]{3}-[0-9]{2}"),
         (["--choice", "yes", "no"], "choice", "yes|no"),
         (["--type", "int"], "regex", r"-?[0-9]+"),
         (["--type", "float"], "regex", r"-?[0-9.eE+-]+"),
         (["--type", "bool"], "regex", "true|false"),
-        (["--type", "json"], "json_object", r"\{\}"),
+        (["--type", "json"], "grammar", r".+"),
     ],
 )
 def test_generate_output_types(
@@ -171,7 +171,6 @@ def test_generate_output_types(
     if check == "person":  # JSON types print as JSON
         value = msgspec.json.decode(printed)
         assert set(value) == {"name", "age"} and isinstance(value["age"], int)
-        assert fake.calls[0].constraint.value == SCHEMA
     else:  # text types print as is: a choice is `yes`, not `"yes"`
         assert re.fullmatch(check, printed), printed
 
@@ -180,7 +179,16 @@ def test_generate_schema_from_a_file(fake: FakeLLM, url: str, tmp_path: Path) ->
     path = tmp_path / "person.json"
     path.write_bytes(msgspec.json.encode(SCHEMA))
     fake.reply({"name": "Ada", "age": 36})
-    result = run("generate", "Invent a person.", "--schema", str(path), "--url", url)
+    result = run(
+        "generate",
+        "Invent a person.",
+        "--schema",
+        str(path),
+        "--whitespace",
+        "server",
+        "--url",
+        url,
+    )
     assert (result.returncode, result.stdout) == (0, '{"name":"Ada","age":36}\n')
     assert fake.calls[0].constraint.value == SCHEMA
 
@@ -218,6 +226,17 @@ def test_generate_sends_the_sampling_flags(fake: FakeLLM, url: str) -> None:
     assert result.returncode == 0, result.stderr
     body = fake.calls[0].body
     assert (body["max_tokens"], body["temperature"], body["seed"]) == (7, 0.5, 3)
+
+
+@pytest.mark.parametrize(
+    ("flag", "kind"), [([], "grammar"), (["--whitespace", "server"], "json_object")]
+)
+def test_generate_json_is_compact_unless_asked_otherwise(
+    fake: FakeLLM, url: str, flag: list[str], kind: str
+) -> None:
+    result = run("generate", "Q", "--type", "json", *flag, "--url", url)
+    assert result.returncode == 0, result.stderr
+    assert fake.calls[0].constraint.kind == kind
 
 
 def test_generate_n_prints_one_json_value_a_line(fake: FakeLLM, url: str) -> None:
@@ -533,7 +552,13 @@ def test_probe_check_table(url: str) -> None:
     assert result.returncode == 0, result.stderr
     table = result.stdout.split("\n\n", 1)[1].splitlines()
     assert table[0].split() == ["constraint", "sent", "as", "result"]
-    assert table[1].split() == ["json", "schema", "structured_outputs.json", "enforced"]
+    assert table[1].split() == [
+        "json",
+        "schema",
+        "structured_outputs.grammar",
+        "(compact)",
+        "enforced",
+    ]
     assert "checked  chat with dialect vllm\n" in result.stdout
 
 
@@ -571,7 +596,7 @@ def test_probe_check_cut_json_padded_with_whitespace_is_enforced(fake: FakeLLM, 
         finish_reason="length",
         when=lambda request: request.constraint.kind == "json_schema",
     )
-    rows = check_results(run("probe", url, "--check", "--json"))
+    rows = check_results(run("probe", url, "--check", "--json", "--whitespace", "server"))
     assert rows["json schema"]["result"] == "enforced"
     assert rows["regex"]["result"] == "ignored"
 
@@ -597,9 +622,12 @@ def test_probe_check_rejected(fake: FakeLLM, url: str) -> None:
     rows = check_results(run("probe", url, "--check", "--json"))
     assert rows["grammar gbnf"]["result"] == "rejected"
     assert rows["grammar gbnf"]["detail"] == "400: grammars are off"
+    assert rows["json schema"]["result"] == "rejected"  # lmclient's compact JSON is a grammar
     assert rows["int"]["result"] == "enforced"
     table = run("probe", url, "--check").stdout
-    assert table.count("rejected (400: grammars are off)") == 2
+    assert table.count("rejected (400: grammars are off)") == 3
+    served = check_results(run("probe", url, "--check", "--json", "--whitespace", "server"))
+    assert served["json schema"]["result"] == "enforced"
 
 
 def test_probe_check_completions(fake: FakeLLM, url: str) -> None:

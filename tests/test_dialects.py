@@ -13,24 +13,28 @@ import lmclient
 from lmclient._dialects import DIALECTS, get_dialect, llamacpp_schema, strict_schema
 from lmclient._types import compile_output
 from lmclient.testing import FakeLLM
-from tests.kinds import KINDS, Kind, expected_fields, reply_text
+from tests.kinds import COMPACT_PLACES, KINDS, Kind, compact_text, expected_fields, reply_text
 from tests.test_core import make_core
 
 
+@pytest.mark.parametrize("compact", [True, False], ids=["compact", "server-whitespace"])
 @pytest.mark.parametrize("endpoint", ["chat", "completions"])
 @pytest.mark.parametrize("dialect", list(DIALECTS))
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.id)
-def test_fields_and_decoding(kind: Kind, dialect: str, endpoint: Any) -> None:
+def test_fields_and_decoding(kind: Kind, dialect: str, endpoint: Any, compact: bool) -> None:
     spec = compile_output(kind.output_type)
     try:
-        fields = expected_fields(kind, dialect, endpoint)
+        fields = expected_fields(kind, dialect, endpoint, compact=compact)
     except lmclient.UnsupportedConstraintError:
         with pytest.raises(lmclient.UnsupportedConstraintError):
-            get_dialect(dialect).plan(spec, endpoint)
+            get_dialect(dialect).plan(spec, endpoint, compact=compact)
         return
-    plan = get_dialect(dialect).plan(spec, endpoint)
+    plan = get_dialect(dialect).plan(spec, endpoint, compact=compact)
     assert plan.fields == fields
-    assert plan.decode(reply_text(kind, dialect, endpoint)) == kind.value
+    assert plan.compact == (
+        compact and dialect in COMPACT_PLACES and compact_text(kind) is not None
+    )
+    assert plan.decode(reply_text(kind, dialect, endpoint, compact=compact)) == kind.value
 
 
 def test_plans_are_cached_per_type_dialect_and_endpoint() -> None:
@@ -124,7 +128,7 @@ def test_llamacpp_plan_sends_a_structs_search_pattern_anchored() -> None:
 
     spec = compile_output(Code)
     for endpoint in ("chat", "completions"):
-        sent = get_dialect("llamacpp").plan(spec, endpoint).fields["json_schema"]
+        sent = get_dialect("llamacpp").plan(spec, endpoint, compact=False).fields["json_schema"]
         assert sent["properties"]["code"]["pattern"] == r'^[^"\\]*([0-9]{3})[^"\\]*$'
     assert spec.schema is not None and "^" not in json.dumps(spec.schema)  # other dialects
 

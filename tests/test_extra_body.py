@@ -28,9 +28,15 @@ PET_SCHEMA = {
 
 
 def body(
-    dialect: str, output_type: Any, extra: dict[str, Any], *, stream: bool = False
+    dialect: str,
+    output_type: Any,
+    extra: dict[str, Any],
+    *,
+    stream: bool = False,
+    whitespace: Any = "server",
 ) -> dict[str, Any]:
-    core = _core.ClientCore("http://h/v1", "m", dialect=dialect)
+    """The body sent; by default with the server's whitespace, so that the schema is sent."""
+    core = _core.ClientCore("http://h/v1", "m", dialect=dialect, whitespace=whitespace)
     call = core.prepare("create", "Q", output_type, "chat", {"extra_body": extra}, stream=stream)
     assert call.request.body is not None
     sent: dict[str, Any] = json.loads(call.request.body)
@@ -109,18 +115,48 @@ def test_changing_the_types_constraint_is_refused_before_any_request(
     dialect: str, extra: dict[str, Any], field: str, why: str
 ) -> None:
     # Port 9 (discard) on the loopback: a request that went out would fail differently.
-    client = lmclient.Client("http://127.0.0.1:9/v1", model="m", dialect=dialect, max_retries=0)
+    client = lmclient.Client(
+        "http://127.0.0.1:9/v1", model="m", dialect=dialect, max_retries=0, whitespace="server"
+    )
     with pytest.raises(ValueError, match=why) as info:
         client.generate("Q", Pet, extra_body=extra)
     assert field in str(info.value) and "make it the output type" in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("dialect", "extra", "field", "why"),
+    [
+        ("vllm", {"structured_outputs": {"grammar": 'root ::= "x"'}}, "grammar", "change"),
+        ("vllm", {"structured_outputs": {"json": {}}}, "structured_outputs.json", "second"),
+        ("llamacpp", {"grammar": 'root ::= "x"'}, "grammar", "change"),
+        ("llamacpp", {"json_schema": {"type": "object"}}, "json_schema", "second"),
+        ("sglang", {"ebnf": 'root ::= "x"'}, "ebnf", "change"),
+    ],
+)
+def test_the_compact_grammar_is_the_types_constraint_too(
+    dialect: str, extra: dict[str, Any], field: str, why: str
+) -> None:
+    client = lmclient.Client("http://127.0.0.1:9/v1", model="m", dialect=dialect, max_retries=0)
+    with pytest.raises(ValueError, match=why) as info:
+        client.generate("Q", Pet, extra_body=extra)
+    assert field in str(info.value)
+
+
+def test_an_option_is_merged_beside_the_compact_grammar() -> None:
+    sent = body(
+        "vllm", Pet, {"structured_outputs": {"disable_fallback": True}}, whitespace="compact"
+    )
+    assert set(sent["structured_outputs"]) == {"grammar", "disable_fallback"}
+
+
 def test_the_refusal_comes_with_the_other_checks_of_the_input() -> None:
-    core = _core.ClientCore("http://h/v1", "m", dialect="vllm")
+    core = _core.ClientCore("http://h/v1", "m", dialect="vllm", whitespace="server")
     extra: dict[str, Any] = {"structured_outputs": {"json": {}}}
     with pytest.raises(ValueError, match="would change"):
         core.validate("generate", "Q", Pet, "chat", {"extra_body": extra})
-    defaults = _core.ClientCore("http://h/v1", "m", dialect="vllm", defaults={"extra_body": extra})
+    defaults = _core.ClientCore(
+        "http://h/v1", "m", dialect="vllm", defaults={"extra_body": extra}, whitespace="server"
+    )
     with pytest.raises(ValueError, match="would change"):
         defaults.validate("generate", "Q", Pet, "chat", {})
 

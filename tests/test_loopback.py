@@ -16,7 +16,7 @@ import lmclient
 from lmclient._dialects import Endpoint
 from lmclient.testing import FakeLLM
 from tests.conftest import EXAMPLES
-from tests.kinds import DIALECTS, KINDS, Kind, expected_fields, reply_text
+from tests.kinds import DIALECTS, KINDS, Kind, expected_budget, expected_fields, reply_text
 
 MODEL = "fake-model"
 
@@ -67,6 +67,7 @@ def test_sync_scripted_reply_over_sockets(
         "model": MODEL,
         **_prompt(endpoint),
         **expected_fields(kind, dialect, endpoint),
+        **expected_budget(kind, dialect, endpoint),
     }
 
 
@@ -82,6 +83,7 @@ async def test_async_scripted_reply_over_sockets(
         "model": MODEL,
         **_prompt(endpoint),
         **expected_fields(kind, dialect, endpoint),
+        **expected_budget(kind, dialect, endpoint),
     }
 
 

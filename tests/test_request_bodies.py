@@ -4,7 +4,7 @@ is compared by its bytes, and a batch file is written from these)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 import pytest
@@ -12,11 +12,17 @@ import pytest
 import lmclient
 from lmclient import _core
 from lmclient._dialects import Endpoint
+from lmclient._types import compile_output
 
 
 class Pet(msgspec.Struct):
     name: str
     age: int
+
+
+class Tag(msgspec.Struct):  # bounded: the compact grammar's longest sentence is the budget
+    id: Annotated[int, msgspec.Meta(ge=0, le=9)]
+    ok: bool
 
 
 def core(dialect: str, **kw: Any) -> _core.ClientCore:
@@ -32,8 +38,25 @@ STREAM_PARAMS = {
     "timeout": 3,
 }
 CALLS: dict[str, tuple[str, dict[str, Any], tuple[Any, ...], bool]] = {
-    "vllm-struct": ("vllm", {}, ("generate", "Name a pet.", Pet, "chat", {}), False),
-    "vllm-stream-params": ("vllm", {}, ("stream", CHAT, list[Pet], "chat", STREAM_PARAMS), True),
+    "vllm-struct": (
+        "vllm",
+        {"whitespace": "server"},
+        ("generate", "Name a pet.", Pet, "chat", {}),
+        False,
+    ),
+    "vllm-stream-params": (
+        "vllm",
+        {"whitespace": "server"},
+        ("stream", CHAT, list[Pet], "chat", STREAM_PARAMS),
+        True,
+    ),
+    "vllm-compact-budget": ("vllm", {}, ("generate", "Tag?", Tag, "chat", {}), False),
+    "llamacpp-compact-stream": (
+        "llamacpp",
+        {},
+        ("stream", "Tag?", Tag, "completions", {"max_tokens": 12}),
+        True,
+    ),
     "vllm-completions-defaults-logprobs": (
         "vllm",
         {"defaults": {"top_p": 0.9, "max_tokens": 10}},
@@ -121,8 +144,20 @@ BODIES = {
         b'lProperties":false},"strict":true}}}'
     ),
     "llamacpp-choice-extra": (
-        b'{"model":"m","messages":[{"role":"user","content":"Yes?"}],"grammar":"root ::'
-        b'= \\"yes\\" | \\"no\\"","top_k":5,"n_probs":0}'
+        b'{"model":"m","messages":[{"role":"user","content":"Yes?"}],"max_tokens":4,"gra'
+        b'mmar":"root ::= \\"yes\\" | \\"no\\"","top_k":5,"n_probs":0}'
+    ),
+    "vllm-compact-budget": (
+        b'{"model":"m","messages":[{"role":"user","content":"Tag?"}],"'
+        b'max_tokens":20,"structured_outputs":{"grammar":"root ::= \\"{'
+        b'\\\\\\"id\\\\\\":\\" [0-9] \\",\\\\\\"ok\\\\\\":\\" (\\"true\\" | \\"false\\") '
+        b'\\"}\\"\\n"}}'
+    ),
+    "llamacpp-compact-stream": (
+        b'{"model":"m","prompt":"Tag?","max_tokens":12,"stream":true,"'
+        b'stream_options":{"include_usage":true},"grammar":"root ::= \\'
+        b'"{\\\\\\"id\\\\\\":\\" [0-9] \\",\\\\\\"ok\\\\\\":\\" (\\"true\\" | \\"false\\"'
+        b') \\"}\\"\\n"}'
     ),
     "sglang-regex-stream": (
         b'{"model":"m","prompt":"Name: ","presence_penalty":0.1,"stream":true,"stream_o'
@@ -166,8 +201,9 @@ PROMPTS = ["", "plain", 'a " and a \\', "line\nbreak\ttab", "\x00\x1f", "é ü �
 @pytest.mark.parametrize("prompt", PROMPTS)
 @pytest.mark.parametrize("endpoint", ["chat", "completions"])
 @pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("compact", [False, True], ids=["server-whitespace", "compact"])
 def test_a_prompt_spliced_alone_makes_the_bytes_of_the_whole_body(
-    prompt: str, endpoint: Endpoint, stream: bool
+    prompt: str, endpoint: Endpoint, stream: bool, compact: bool
 ) -> None:
     """The usual call (one prompt, no parameters) encodes only its prompt into a template."""
     expected: dict[str, Any] = {"model": "m"}
@@ -175,12 +211,17 @@ def test_a_prompt_spliced_alone_makes_the_bytes_of_the_whole_body(
         expected["messages"] = [{"role": "user", "content": prompt}]
     else:
         expected["prompt"] = prompt
+    if compact:
+        expected["max_tokens"] = len('{"id":0,"ok":false}') + 1
     if stream:
         expected |= {"stream": True, "stream_options": {"include_usage": True}}
-    expected |= PET_FIELDS
-    c = core("vllm")
+    output_type = Tag if compact else Pet
+    grammar = compile_output(Tag).compact
+    assert grammar is not None
+    expected |= {"structured_outputs": {"grammar": grammar.text}} if compact else PET_FIELDS
+    c = core("vllm", whitespace="compact" if compact else "server")
     for _ in range(2):  # the template made, then reused
-        call = c.prepare("create", prompt, Pet, endpoint, {}, stream=stream)
+        call = c.prepare("create", prompt, output_type, endpoint, {}, stream=stream)
         assert call.request.body == msgspec.json.encode(expected)
 
 

@@ -7,13 +7,14 @@ import asyncio
 import math
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Literal, overload
 
 import httpx
 
 from lmclient import errors
 from lmclient._core import PreparedRequest
-from lmclient._http11 import BadResponse, ResponseParser, declared_length, encode_request
+from lmclient._http11 import BadResponse, ResponseParser, declared_length
 from lmclient._params import Timeouts
 from lmclient._proxies import proxied
 from lmclient._transports.common import (
@@ -59,6 +60,7 @@ class _AsyncConnection(asyncio.Protocol):
     __slots__ = (
         "buffered",
         "closed",
+        "deadline_at",
         "deadline_timer",
         "drain",
         "error",
@@ -66,6 +68,7 @@ class _AsyncConnection(asyncio.Protocol):
         "last_read",
         "limiter",
         "loop",
+        "max_bytes",
         "origin",
         "parser",
         "pieces",
@@ -84,7 +87,9 @@ class _AsyncConnection(asyncio.Protocol):
         self.origin = origin
         self.transport: asyncio.Transport | None = None
         self.parser: ResponseParser | None = None
-        self.limiter: Limiter | None = None
+        self.limiter: Limiter | None = None  # only for a body the declared length cannot bound
+        self.max_bytes = 0
+        self.deadline_at: float | None = None
         self.pieces: list[bytes] = []
         self.buffered = 0
         self.error: errors.LMClientError | None = None
@@ -123,19 +128,26 @@ class _AsyncConnection(asyncio.Protocol):
     # -- one request -----------------------------------------------------------------------
 
     def begin(
-        self, payload: bytes, limiter: Limiter, read_timeout: float, stream: bool
+        self,
+        payload: bytes,
+        max_bytes: int,
+        deadline_at: float | None,
+        read_timeout: float,
+        stream: bool,
     ) -> ResponseParser:
         """Send a request; the returned parser fills as the response arrives."""
         parser = self.parser = ResponseParser()
-        self.limiter = limiter
+        self.limiter = None
+        self.max_bytes = max_bytes
+        self.deadline_at = deadline_at
         self.pieces = []
         self.buffered = 0
         self.error = None
         self.streaming = stream
         self.read_timeout = read_timeout
         assert self.transport is not None
-        if limiter.deadline_at is not None:  # the loop's clock is time.monotonic(), as the core's
-            self.deadline_timer = self.loop.call_at(limiter.deadline_at, self._deadline)
+        if deadline_at is not None:  # the loop's clock is time.monotonic(), as the core's
+            self.deadline_timer = self.loop.call_at(deadline_at, self._deadline)
         self.transport.write(payload)
         if not math.isinf(read_timeout):
             self.last_read = now = time.monotonic()
@@ -174,18 +186,23 @@ class _AsyncConnection(asyncio.Protocol):
             self.close()  # bytes nobody asked for: the connection's state is unknown
             return
         self.last_read = time.monotonic()
-        limiter = self.limiter
-        assert limiter is not None
         try:
             if parser.headers is None:
                 piece = parser.feed(data)
-                if parser.headers is not None:
-                    limiter.head(parser.headers, parser.length)
+                headers = parser.headers
+                if headers is not None:
+                    length = parser.length
+                    # A body of a declared length within the limit, not encoded, needs no
+                    # limiter (the usual response: no object made, no call per piece).
+                    if length is None or length > self.max_bytes or "content-encoding" in headers:
+                        self.limiter = Limiter(self.max_bytes, self.deadline_at)
+                        self.limiter.head(headers, length)
             else:
                 piece = parser.feed(data)
+            limiter = self.limiter
             if piece:
-                if parser.length is None or limiter.decoder is not None:
-                    piece = limiter.take(piece)  # else within the declared length checked above
+                if limiter is not None:
+                    piece = limiter.take(piece)
                 self.pieces.append(piece)
                 # Only a stream has a reader that drains `pieces` as they come; a whole response
                 # is read to its end, bounded by the limiter's max_bytes (pausing it here would
@@ -196,7 +213,7 @@ class _AsyncConnection(asyncio.Protocol):
                         self.reading_paused = True
                         assert self.transport is not None
                         self.transport.pause_reading()
-            if parser.complete and limiter.decoder is not None:
+            if parser.complete and limiter is not None and limiter.decoder is not None:
                 self.pieces.append(limiter.finish())
         except (BadResponse, errors.LMClientError) as exc:
             self._fail(io_error(exc, "reading the response"))
@@ -217,9 +234,9 @@ class _AsyncConnection(asyncio.Protocol):
             if not parser.started:
                 self.error = StaleConnection("the server closed the connection without answering")
             elif parser.feed_eof():
-                assert self.limiter is not None
-                try:
-                    self.pieces.append(self.limiter.finish())
+                try:  # a body read until close has a limiter
+                    if self.limiter is not None:
+                        self.pieces.append(self.limiter.finish())
                 except (BadResponse, errors.LMClientError) as error:
                     self.error = io_error(error, "reading the response")
             else:
@@ -352,23 +369,20 @@ class AsyncTransport:
         if proxy is not None:
             self._httpx = proxied(httpx.AsyncHTTPTransport, proxy, limits=DEFAULT_LIMITS)
 
-    async def send(
+    def send(
         self,
         request: PreparedRequest,
         timeouts: Timeouts,
         max_bytes: int,
         deadline_at: float | None,
-    ) -> RawResponse:
-        if self._via_httpx or _ASYNC_MOCK.active():
-            return await self._httpx_send(request, timeouts, max_bytes, deadline_at)
-        conn, parser = await self._exchange(
-            request, timeouts, Limiter(max_bytes, deadline_at), False
-        )
-        assert parser.headers is not None
-        body = conn.take_pieces()
-        conn.finish()
-        self._pool.release(conn, parser.keep_alive)
-        return raw_response((parser.status, parser.headers, body))
+    ) -> Awaitable[RawResponse]:
+        """The response, to be awaited. (Not a coroutine itself: the caller awaits the
+        exchange's own, one coroutine per call rather than two.)"""
+        if self._via_httpx or (
+            _ASYNC_MOCK.current() is not _ASYNC_MOCK.original and _ASYNC_MOCK.active()
+        ):
+            return self._httpx_send(request, timeouts, max_bytes, deadline_at)
+        return self._exchange(request, timeouts, max_bytes, deadline_at, False)
 
     async def stream(
         self,
@@ -377,14 +391,11 @@ class AsyncTransport:
         max_bytes: int,
         deadline_at: float | None,
     ) -> AsyncStreamResponse:
-        if self._via_httpx or _ASYNC_MOCK.active():
+        if self._via_httpx or (
+            _ASYNC_MOCK.current() is not _ASYNC_MOCK.original and _ASYNC_MOCK.active()
+        ):
             return await self._httpx_stream(request, timeouts, max_bytes, deadline_at)
-        conn, parser = await self._exchange(
-            request, timeouts, Limiter(max_bytes, deadline_at), True
-        )
-        assert parser.headers is not None
-        body = _AsyncBody(self._pool, conn)
-        return AsyncStreamResponse(parser.status, parser.headers, body, body.aclose)
+        return await self._exchange(request, timeouts, max_bytes, deadline_at, True)
 
     async def aclose(self) -> None:
         """Close every connection; when this returns, their sockets are closed too (asyncio
@@ -398,36 +409,77 @@ class AsyncTransport:
 
     # -- own HTTP/1.1 --------------------------------------------------------------------
 
+    @overload
     async def _exchange(
-        self, request: PreparedRequest, timeouts: Timeouts, limiter: Limiter, stream: bool
-    ) -> tuple[_AsyncConnection, ResponseParser]:
-        """Send the request; return the connection and its parser once the head (a stream) or
-        the whole response (otherwise) has arrived. A pooled connection found closed is
-        replaced once. (One coroutine, awaiting the connection's futures directly: each layer
-        of coroutines costs every call.)"""
-        target = self._targets.get(request)
-        payload = encode_request(target.head, request.body)
+        self,
+        request: PreparedRequest,
+        timeouts: Timeouts,
+        max_bytes: int,
+        deadline_at: float | None,
+        stream: Literal[False],
+    ) -> RawResponse: ...
+    @overload
+    async def _exchange(
+        self,
+        request: PreparedRequest,
+        timeouts: Timeouts,
+        max_bytes: int,
+        deadline_at: float | None,
+        stream: Literal[True],
+    ) -> AsyncStreamResponse: ...
+    async def _exchange(
+        self,
+        request: PreparedRequest,
+        timeouts: Timeouts,
+        max_bytes: int,
+        deadline_at: float | None,
+        stream: bool,
+    ) -> RawResponse | AsyncStreamResponse:
+        """Send the request; return the response once the head (a stream) or the whole response
+        (otherwise) has arrived. A pooled connection found closed is replaced once. (One
+        coroutine, awaiting the connection's futures directly: each layer of coroutines costs
+        every call.)"""
+        target = self._targets.get((request.method, request.url, id(request.headers)))
+        if target is None:
+            target = self._targets.add(request)
+        body = request.body  # framed as `encode_request` does, inline (see `Targets`)
+        payload = (
+            target.bare if body is None else b"%s%d\r\n\r\n%s" % (target.sized, len(body), body)
+        )
         conn = self._pool.checkout(target.origin)
         pooled = conn is not None
         while True:
             if conn is None:
                 conn = await self._connect(target, timeouts.connect)
             try:
-                parser = conn.begin(payload, limiter, timeouts.read, stream)
+                parser = conn.begin(payload, max_bytes, deadline_at, timeouts.read, stream)
                 if conn.drain is not None:
                     await self._drain(conn, timeouts.write)
                 while conn.error is None:
                     if parser.complete or (stream and parser.headers is not None):
-                        return conn, parser
+                        break
                     waiter = conn.waiter = conn.loop.create_future()  # woken by data_received
                     await waiter
-                raise conn.error
+                else:
+                    raise conn.error
+                break
             except BaseException as exc:
                 self._pool.discard(conn)
                 if not (pooled and isinstance(exc, StaleConnection)):
                     raise
             conn = None
             pooled = False
+        headers = parser.headers
+        assert headers is not None
+        if stream:
+            chunks = _AsyncBody(self._pool, conn)
+            return AsyncStreamResponse(parser.status, headers, chunks, chunks.aclose)
+        pieces = conn.pieces  # `take_pieces`, inline: a whole response never pauses reading
+        whole = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        pieces.clear()  # an idle connection holds no body
+        conn.finish()
+        self._pool.release(conn, parser.keep_alive)
+        return raw_response((parser.status, headers, whole))
 
     @staticmethod
     async def _drain(conn: _AsyncConnection, timeout: float) -> None:

@@ -16,7 +16,13 @@ import httpx
 
 from lmclient import errors
 from lmclient._core import PreparedRequest
-from lmclient._http11 import BadResponse, ContentDecoder, content_decoder, encode_head
+from lmclient._http11 import (
+    BadResponse,
+    ContentDecoder,
+    content_decoder,
+    encode_head,
+    encode_request,
+)
 from lmclient._params import Timeouts
 
 if TYPE_CHECKING:
@@ -169,9 +175,10 @@ def or_none(timeout: float) -> float | None:
 
 
 class Target:
-    """What a request's URL and header list fix: where to connect and the encoded head."""
+    """What a request's URL and header list fix: where to connect and the encoded head (up to the
+    body's framing: ``sized`` ends with ``content-length: ``, ``bare`` with the blank line)."""
 
-    __slots__ = ("head", "headers", "host", "origin", "port", "tls")
+    __slots__ = ("bare", "headers", "host", "origin", "port", "sized", "tls")
 
     def __init__(self, request: PreparedRequest) -> None:
         url = httpx.URL(request.url)
@@ -179,27 +186,29 @@ class Target:
         self.host = url.raw_host.decode("ascii")
         self.port = url.port or (443 if self.tls else 80)
         self.origin = (url.scheme, self.host, self.port)
-        self.headers = request.headers  # kept, so that the cache's identity check stays valid
-        self.head = encode_head(request.method, url.raw_path, url.netloc, request.headers)
+        self.headers = request.headers  # kept alive, so that its id() in the key stays its own
+        head = encode_head(request.method, url.raw_path, url.netloc, request.headers)
+        self.bare = encode_request(head, None)
+        self.sized = encode_request(head, b"").removesuffix(b"0\r\n\r\n")
 
 
-class Targets:
-    """Targets by method and URL, valid while the request carries the same header list (a
-    client's headers are one list for all its calls)."""
+class Targets(dict[tuple[str, str, int], Target]):
+    """Targets by method, URL and header list (a client's headers are one list for all its
+    calls). The transports look a request's target up inline, with no call, as in::
 
-    __slots__ = ("_cache",)
+        target = targets.get((request.method, request.url, id(request.headers)))
+        if target is None:
+            target = targets.add(request)
 
-    def __init__(self) -> None:
-        self._cache: dict[tuple[str, str], Target] = {}
+    and frame its body (`encode_request`) the same way, inline: ``target.sized``, the body's
+    length, a blank line, the body; or ``target.bare`` for a request without a body."""
 
-    def get(self, request: PreparedRequest) -> Target:
-        key = (request.method, request.url)
-        target = self._cache.get(key)
-        if target is None or target.headers is not request.headers:
-            target = Target(request)
-            if len(self._cache) >= 64:
-                self._cache.clear()
-            self._cache[key] = target
+    __slots__ = ()
+
+    def add(self, request: PreparedRequest) -> Target:
+        if len(self) >= 64:
+            self.clear()
+        target = self[request.method, request.url, id(request.headers)] = Target(request)
         return target
 
 
@@ -255,10 +264,12 @@ class Pool(Generic[C]):
                 idle = self.idle.setdefault(conn.origin, [])
             if len(idle) < MAX_IDLE_CONNECTIONS:
                 now = conn.idle_since = time.monotonic()
-                try:  # LIFO leaves the oldest at the bottom (another thread may empty the list)
-                    oldest: C | None = idle[0]
-                except IndexError:
-                    oldest = None
+                oldest: C | None = None
+                if idle:  # (usually empty for sequential calls: no IndexError raised then)
+                    try:  # LIFO leaves the oldest at the bottom (another thread may empty it)
+                        oldest = idle[0]
+                    except IndexError:
+                        pass
                 if oldest is not None and now - oldest.idle_since > KEEPALIVE_EXPIRY:
                     self._drop(idle, oldest)  # close one expired connection per release
                 idle.append(conn)
@@ -293,28 +304,30 @@ class PatchWatch:
     for the connection pools while a mock is active).
 
     The original is learnt the first time httpcore is seen unpatched, so lmclient need not import
-    httpcore (no httpcore imported, no respx mock); after that a check is one identity test."""
+    httpcore (no httpcore imported, no respx mock). ``current() is original`` says "not replaced"
+    with no Python-level call, so the transports test it before calling `active`: until httpcore
+    is imported, ``current`` returns None (the module), as ``original`` is; after, the method."""
 
-    __slots__ = ("_attr", "_class", "_class_name", "_original")
+    __slots__ = ("_attr", "_class_name", "current", "original")
 
     def __init__(self, class_name: str, attr: str) -> None:
         self._class_name = class_name
         self._attr = attr
-        self._class: Any = None
-        self._original: Any = None
+        self.current: Callable[[], object] = functools.partial(sys.modules.get, "httpcore")
+        self.original: object = None
 
     def active(self) -> bool:
-        cls = self._class
-        if cls is None:
-            module = sys.modules.get("httpcore")
-            if module is None:
-                return False
-            cls = self._class = getattr(module, self._class_name)
-        current = getattr(cls, self._attr)
-        if current is self._original:
+        if self.current() is self.original:
             return False
-        if self._original is None and getattr(current, "__module__", "").startswith("httpcore."):
-            self._original = current
+        module = sys.modules.get("httpcore")
+        if module is None:
+            return False
+        self.current = functools.partial(getattr, getattr(module, self._class_name), self._attr)
+        current = self.current()
+        if current is self.original:
+            return False
+        if self.original is None and getattr(current, "__module__", "").startswith("httpcore."):
+            self.original = current
             return False
         return True
 

@@ -13,7 +13,7 @@ import httpx
 
 from lmclient import errors
 from lmclient._core import PreparedRequest
-from lmclient._http11 import BadResponse, ResponseParser, declared_length, encode_request
+from lmclient._http11 import BadResponse, ResponseParser, declared_length
 from lmclient._params import Timeouts
 from lmclient._proxies import proxied
 from lmclient._transports.common import (
@@ -205,7 +205,9 @@ class SyncTransport:
         max_bytes: int,
         deadline_at: float | None,
     ) -> RawResponse:
-        if self._via_httpx or _SYNC_MOCK.active():
+        if self._via_httpx or (
+            _SYNC_MOCK.current() is not _SYNC_MOCK.original and _SYNC_MOCK.active()
+        ):
             return self._httpx_send(request, timeouts, max_bytes, deadline_at)
         conn, parser, first = self._exchange(request, timeouts, deadline_at)
         headers = parser.headers
@@ -243,7 +245,9 @@ class SyncTransport:
     ) -> StreamResponse:
         """Open a response once its head has arrived; the caller reads its chunks and closes
         it."""
-        if self._via_httpx or _SYNC_MOCK.active():
+        if self._via_httpx or (
+            _SYNC_MOCK.current() is not _SYNC_MOCK.original and _SYNC_MOCK.active()
+        ):
             return self._httpx_stream(request, timeouts, max_bytes, deadline_at)
         conn, parser, first = self._exchange(request, timeouts, deadline_at)
         assert parser.headers is not None
@@ -269,72 +273,73 @@ class SyncTransport:
         self, request: PreparedRequest, timeouts: Timeouts, deadline_at: float | None
     ) -> tuple[_SyncConnection, ResponseParser, bytes]:
         """Send the request; return its connection and parser once the head has arrived, with the
-        body bytes that came with it. A pooled connection found closed is replaced once."""
-        target = self._targets.get(request)
-        payload = encode_request(target.head, request.body)
+        body bytes that came with it. A pooled connection found closed is replaced once. (One
+        function for the whole exchange: each call costs every request.)"""
+        target = self._targets.get((request.method, request.url, id(request.headers)))
+        if target is None:
+            target = self._targets.add(request)
+        body = request.body  # framed as `encode_request` does, inline (see `Targets`)
+        payload = (
+            target.bare if body is None else b"%s%d\r\n\r\n%s" % (target.sized, len(body), body)
+        )
         conn = self._pool.checkout(target.origin)
-        if conn is not None:
+        pooled = conn is not None
+        while True:
+            if conn is None:
+                conn = self._connect(target, timeouts.connect)
+            parser = ResponseParser()
+            sock = conn.sock
+            doing = "sending the request"
             try:
-                parser, first = self._roundtrip(conn, payload, timeouts, deadline_at)
+                if timeouts.write != conn.write_timeout:
+                    conn.set_write_timeout(timeouts.write)
+                try:
+                    sock.sendall(payload)
+                except OSError as exc:
+                    if isinstance(exc, TIMEOUTS):
+                        raise
+                    # A server may answer early (413, 401) and close before reading the whole
+                    # body, which breaks the send: its answer is what the caller needs, so read
+                    # it (httpcore does the same); with no answer, the send's error stands.
+                    doing = f"sending the request ({type(exc).__name__}: {exc})"
+                    sent = False
+                else:
+                    doing = "waiting for the response"
+                    sent = True
+                read_timeout = timeouts.read
+                if read_timeout != conn.read_timeout:
+                    conn.set_read_timeout(read_timeout)
+                while True:
+                    if deadline_at is not None:
+                        conn.pace(read_timeout, deadline_at, doing)
+                    data = sock.recv(READ_SIZE)
+                    if not data:
+                        if parser.started:
+                            raise errors.APIConnectionError(
+                                "the server closed the connection in the response head"
+                            )
+                        raise StaleConnection("the server closed the connection without answering")
+                    first = parser.feed(data)
+                    if parser.headers is not None:
+                        break
+                if not sent:
+                    parser.keep_alive = False  # the server stopped reading the request mid-body
                 return conn, parser, first
-            except StaleConnection:
-                pass
-        conn = self._connect(target, timeouts.connect)
-        parser, first = self._roundtrip(conn, payload, timeouts, deadline_at)
-        return conn, parser, first
-
-    def _roundtrip(
-        self,
-        conn: _SyncConnection,
-        payload: bytes,
-        timeouts: Timeouts,
-        deadline_at: float | None,
-    ) -> tuple[ResponseParser, bytes]:
-        parser = ResponseParser()
-        sock = conn.sock
-        doing = "sending the request"
-        try:
-            if timeouts.write != conn.write_timeout:
-                conn.set_write_timeout(timeouts.write)
-            try:
-                sock.sendall(payload)
-            except OSError as exc:
-                if isinstance(exc, TIMEOUTS):
+            except BaseException as exc:
+                self._pool.discard(conn)
+                if (
+                    isinstance(exc, OSError)
+                    and not isinstance(exc, TIMEOUTS)
+                    and not parser.started
+                ):
+                    if not pooled:
+                        raise StaleConnection(f"{type(exc).__name__} {doing}: {exc}") from exc
+                elif not (pooled and isinstance(exc, StaleConnection)):
+                    if isinstance(exc, (OSError, BadResponse)):
+                        raise io_error(exc, doing) from exc
                     raise
-                # A server may answer early (413, 401) and close before reading the whole
-                # body, which breaks the send: its answer is what the caller needs, so read it
-                # (httpcore does the same); with no answer, the send's error stands.
-                doing = f"sending the request ({type(exc).__name__}: {exc})"
-                sent = False
-            else:
-                doing = "waiting for the response"
-                sent = True
-            read_timeout = timeouts.read
-            if read_timeout != conn.read_timeout:
-                conn.set_read_timeout(read_timeout)
-            while True:
-                if deadline_at is not None:
-                    conn.pace(read_timeout, deadline_at, doing)
-                data = sock.recv(READ_SIZE)
-                if not data:
-                    if parser.started:
-                        raise errors.APIConnectionError(
-                            "the server closed the connection in the response head"
-                        )
-                    raise StaleConnection("the server closed the connection without answering")
-                first = parser.feed(data)
-                if parser.headers is not None:
-                    break
-            if not sent:
-                parser.keep_alive = False  # the server stopped reading the request mid-body
-        except BaseException as exc:
-            self._pool.discard(conn)
-            if isinstance(exc, OSError) and not isinstance(exc, TIMEOUTS) and not parser.started:
-                raise StaleConnection(f"{type(exc).__name__} {doing}: {exc}") from exc
-            if isinstance(exc, (OSError, BadResponse)):
-                raise io_error(exc, doing) from exc
-            raise
-        return parser, first
+            conn = None  # the pooled connection was closed: once more on a fresh one
+            pooled = False
 
     def _connect(self, target: Target, timeout: float) -> _SyncConnection:
         try:

@@ -23,11 +23,13 @@ from lmclient._servers import SERVERS
 from ._constraints import Constraint, served_constraint
 from ._errors import ConstraintError, UnsatisfiableError
 from ._faults import MARK, Fault, FaultKind, shape, status_body
-from ._grammar import grammar_literals, grammar_regex
+from ._grammar import grammar_literals, grammar_sentence
+from ._reasoning import shaped
 from ._recording import RecordedRequest, endpoint_of, message_text
 from ._regex_gen import regex_instance
 from ._schema_instance import schema_instance
 from ._script import UNSET, Reply, Script, StreamStyle, When, matches
+from ._tools import scripted_calls, tool_calls_for
 from ._wire import (
     JSON_HEADERS,
     Answer,
@@ -161,9 +163,14 @@ class FakeLLM:
         error_after: int | None = None,
         close_after: int | None = None,
         drop_after: int | None = None,
+        tool_calls: Iterable[tuple[str, Any]] = (),
     ) -> Reply:
         """Script the answer text: a ``str`` is sent as is, ``None`` as ``content: null``, any
         other value JSON-encoded by msgspec (Structs, dataclasses, lists, numbers, ...).
+
+        ``tool_calls`` are ``(name, arguments)`` pairs sent as the answer's tool calls, the
+        arguments JSON-encoded (a ``str`` as is, so that invalid JSON can be scripted); the
+        finish reason is then ``"tool_calls"`` unless one is given.
 
         ``times=None`` (default) answers every later request no counted entry takes;
         ``times=k`` answers the next ``k``. ``when`` limits the reply to the requests it
@@ -172,6 +179,9 @@ class FakeLLM:
         own reply.
         """
         content = value if value is None or isinstance(value, str) else _encode(value)
+        calls = tuple((name, a if isinstance(a, str) else _encode(a)) for name, a in tool_calls)
+        if calls and finish_reason == "stop":
+            finish_reason = "tool_calls"
         reply = Reply(
             content=content,
             finish_reason=finish_reason,
@@ -186,6 +196,7 @@ class FakeLLM:
             error_after=error_after,
             close_after=close_after,
             drop_after=drop_after,
+            tool_calls=calls,
         )
         self._script.add(reply)
         return reply
@@ -588,25 +599,38 @@ class FakeLLM:
         else:
             replies = [entry] + [self._script.reply_for(request) for _ in range(count - 1)]
         answers = [
-            self._answer(reply, constraint, index, limit) for index, reply in enumerate(replies)
+            self._answer(reply, constraint, index, limit, body)
+            for index, reply in enumerate(replies)
         ]
         return answers, replies[0]
 
     def _answer(
-        self, reply: Reply | None, constraint: Constraint, index: int, limit: Any
+        self,
+        reply: Reply | None,
+        constraint: Constraint,
+        index: int,
+        limit: Any,
+        body: dict[str, Any],
     ) -> Answer:
-        """One choice: the scripted reply or generated text, cut to the token limit."""
-        if reply is None:
+        """One choice: the scripted reply or generated text, with thinking as the server would
+        add it (`shaped`), the whole cut to the token limit."""
+        calls = None if reply else tool_calls_for(body, self.server, self.seed + index, index)
+        if calls is not None:
+            answer = Answer(None, "tool_calls", tool_calls=calls)
+        elif reply is None:
             content: str | None = self._text_for(constraint, self.seed + index)
             answer = Answer(content, "stop")
         else:
             content = reply.content
             answer = Answer(
-                content, reply.finish_reason, reply.refusal, reply.reasoning, reply.logprobs
+                content,
+                reply.finish_reason,
+                reply.refusal,
+                reply.reasoning,
+                reply.logprobs,
+                tool_calls=scripted_calls(reply.tool_calls, body, index),
             )
-        if isinstance(limit, int) and content and estimate_tokens(content) > limit:
-            return dataclasses.replace(answer, content=content[: 4 * limit], finish_reason="length")
-        return answer
+        return shaped(answer, body, self.server, limit)
 
     def _text_for(self, constraint: Constraint, seed: int) -> str:
         """Text satisfying ``constraint`` (raises ``UnsatisfiableError`` when it cannot)."""
@@ -628,18 +652,19 @@ class FakeLLM:
 
 
 def _grammar_text(grammar: str, seed: int) -> str:
-    """A sentence of a GBNF grammar (recursion unrolled), or one literal of a Lark choice."""
-    pattern = grammar_regex(grammar)
-    if pattern is not None:
-        return regex_instance(pattern, seed=seed)
+    """A sentence of a GBNF grammar, or one literal of a Lark choice."""
+    try:
+        return grammar_sentence(grammar, seed)
+    except ValueError as exc:
+        problem = str(exc)
     options = grammar_literals(grammar)
     if options is not None:
         return random.Random(seed).choice(options)
     shown = grammar if len(grammar) <= 200 else grammar[:200] + "..."
     raise UnsatisfiableError(
-        f"FakeLLM cannot generate text for the grammar {shown!r}: it generates for GBNF "
-        "grammars (recursion unrolled a few levels deep) and for Lark choices between literals; "
-        "script the answer with FakeLLM.reply(...)"
+        f"FakeLLM cannot generate text for the grammar {shown!r} ({problem}): it generates for "
+        "GBNF grammars and for Lark choices between literals; script the answer with "
+        "FakeLLM.reply(...)"
     )
 
 

@@ -34,8 +34,9 @@ def asks_for(request: RecordedRequest, output_type: Any) -> bool:
 
 
 def expected_constraints(output_type: Any, endpoint: str) -> list[Constraint]:
-    """The constraint each lmclient dialect sends for ``output_type`` on ``endpoint``, in
-    neutral form and JSON-normalised (lists, not tuples), without repeats."""
+    """The constraint each lmclient dialect sends for ``output_type`` on ``endpoint``, with
+    either ``whitespace=`` setting of the client (its compact grammar, the server's converter),
+    in neutral form and JSON-normalised (lists, not tuples), without repeats."""
     from lmclient._dialects import DIALECTS
     from lmclient._types import compile_output
     from lmclient.errors import UnsupportedConstraintError
@@ -43,11 +44,14 @@ def expected_constraints(output_type: Any, endpoint: str) -> list[Constraint]:
     spec = compile_output(output_type)
     found: list[Constraint] = []
     for dialect in DIALECTS.values():
-        try:
-            plan = dialect.plan(spec, "chat" if endpoint == "chat" else "completions")
-        except UnsupportedConstraintError:
-            continue
-        constraint = read_constraint(msgspec.json.decode(msgspec.json.encode(plan.fields)))
-        if all((c.kind, c.value) != (constraint.kind, constraint.value) for c in found):
-            found.append(constraint)
+        for compact in (True, False):
+            try:
+                plan = dialect.plan(
+                    spec, "chat" if endpoint == "chat" else "completions", compact=compact
+                )
+            except UnsupportedConstraintError:
+                break
+            constraint = read_constraint(msgspec.json.decode(msgspec.json.encode(plan.fields)))
+            if all((c.kind, c.value) != (constraint.kind, constraint.value) for c in found):
+                found.append(constraint)
     return found

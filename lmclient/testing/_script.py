@@ -138,6 +138,7 @@ class Reply:
     error_after: int | None = None
     close_after: int | None = None
     drop_after: int | None = None
+    tool_calls: tuple[tuple[str, str], ...] = ()  # (name, arguments JSON) per call
 
     def matches(self, request: RecordedRequest) -> bool:
         return matches(self.when, request)

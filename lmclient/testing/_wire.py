@@ -75,6 +75,8 @@ class Answer:
     refusal: str | None = None
     reasoning: str | None = None
     logprobs: Any = None
+    reasoning_key: str = "reasoning"  # where the server puts thinking (SGLang: reasoning_content)
+    tool_calls: list[dict[str, Any]] | None = None  # the wire's, arguments as JSON strings
 
 
 def estimate_tokens(text: str) -> int:
@@ -105,8 +107,10 @@ def completion_body(
                 "role": "assistant",
                 "content": answer.content,
                 "refusal": answer.refusal,
-                "reasoning": answer.reasoning,
+                answer.reasoning_key: answer.reasoning,
             }
+            if answer.tool_calls:
+                choice["message"]["tool_calls"] = answer.tool_calls
         else:
             choice["text"] = answer.content or ""
         choice["logprobs"] = answer.logprobs
@@ -230,6 +234,20 @@ def _payloads(
     yield b"[DONE]"
 
 
+def _tool_call_deltas(
+    index: int, call: dict[str, Any], size: int
+) -> Iterator[tuple[dict[str, Any], Any]]:
+    """One tool call as servers stream it: its id and name first, then its arguments in pieces,
+    each delta naming the call by ``index``."""
+    function = call["function"]
+    head = {**call, "index": index, "function": {"name": function["name"], "arguments": ""}}
+    yield {"tool_calls": [head]}, None
+    arguments = function["arguments"]
+    for start in range(0, len(arguments), size):
+        piece = {"index": index, "function": {"arguments": arguments[start : start + size]}}
+        yield {"tool_calls": [piece]}, None
+
+
 def _deltas(answer: Answer, size: int, *, chat: bool) -> Iterator[tuple[dict[str, Any], Any]]:
     """``(delta, logprobs)`` per text piece: reasoning and refusal (chat only), then content.
 
@@ -239,9 +257,11 @@ def _deltas(answer: Answer, size: int, *, chat: bool) -> Iterator[tuple[dict[str
     if chat:
         reasoning = answer.reasoning or ""
         for start in range(0, len(reasoning), size):
-            yield {"reasoning": reasoning[start : start + size]}, None
+            yield {answer.reasoning_key: reasoning[start : start + size]}, None
         if answer.refusal:
             yield {"refusal": answer.refusal}, None
+        for index, call in enumerate(answer.tool_calls or ()):
+            yield from _tool_call_deltas(index, call, size)
     content = answer.content or ""
     for start in range(0, len(content), size):
         yield {"content": content[start : start + size]}, answer.logprobs if start == 0 else None

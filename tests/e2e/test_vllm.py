@@ -62,7 +62,9 @@ KINDS: list[tuple[str, str, Any, Any]] = [
         lmclient.Grammar("start: DIGIT DIGIT\n%import common.DIGIT", syntax="lark"),
         str,
     ),
-    ("json-object", "Reply with {} and nothing else.", Any, dict),
+    # Any JSON value: the compact grammar of `Any` allows every JSON type (the server's
+    # json_object mode, sent with whitespace="server", allows objects only).
+    ("json-any", "Reply with {} and nothing else.", Any, object),
     (
         "jsonschema",
         'Is it ok? As JSON, like {"ok": true}:',
@@ -108,6 +110,12 @@ async def test_constraint_kinds_async(
     async with lmclient.AsyncClient(vllm_url) as client:
         response = await client.create(prompt, output_type, endpoint=endpoint, **SMALL)
     assert isinstance(response.value, expected)
+
+
+def test_the_servers_json_object_mode_with_its_own_whitespace(vllm_url: str) -> None:
+    with lmclient.Client(vllm_url, whitespace="server") as client:
+        response = client.create("Reply with {} and nothing else.", Any, **SMALL)
+    assert isinstance(response.value, dict) and not response.compact
 
 
 def test_auto_detection_and_model_discovery(vllm_server: vllm.VllmServer) -> None:

@@ -1,10 +1,11 @@
-"""Grammars the fake answers from: GBNF as a regex (recursion unrolled), Lark literal choices."""
+"""Grammars the fake answers from: any GBNF (generated from its rules), Lark literal choices."""
 
 from __future__ import annotations
 
 import json
 import re
 
+import msgspec
 import pytest
 
 import lmclient
@@ -12,94 +13,7 @@ from lmclient._markers import Choice, Grammar
 from lmclient._patterns import gbnf_alternation
 from lmclient._types import compile_output
 from lmclient.testing import FakeLLM
-from lmclient.testing._grammar import grammar_literals, grammar_regex
-from lmclient.testing._regex_gen import regex_instance
-
-# (grammar, strings in its language, strings outside it)
-LANGUAGES: list[tuple[str, list[str], list[str]]] = [
-    ('root ::= "yes" | "no"', ["yes", "no"], ["", "yesno", "Yes"]),
-    ('root ::= "a" "b"? "c"*', ["a", "ab", "acc", "abccc"], ["b", "abb", "ca"]),
-    ('root ::= [0-9]+ ("." [0-9]{2})?', ["7", "12.50"], [".50", "1.5", "1.500"]),
-    ('root ::= [a-z]{2,3} "-" [0-9]{,2} "!"{3,}', ["ab-!!!", "abc-42!!!!"], ["ab-123!!!", "a-!!!"]),
-    ('root ::= [^"\\\\]+', ["hello world", "a'b"], ['a"b', "a\\b", ""]),
-    ('root ::= [\\]\\[] [a-c-]', ["]a", "[-"], ["]d", "a]"]),
-    ('root ::= "\\x41" "\\u00e9" "\\t"', ["Aé\t"], ["A\\u00e9\t"]),
-    ('root ::= .', ["x", "\n", "é"], ["", "ab"]),
-    (
-        '# a date\nroot ::= year "-" month\nyear ::= [12] [0-9]{3}\n'
-        'month ::= "0" [1-9] | "1" [0-2]\n',
-        ["2024-01", "1999-12"], ["2024-13", "3024-01", "2024-1"],
-    ),
-    (
-        'root ::= (item ",")* item\nitem ::= "x" | "y"',
-        ["x", "x,y", "y,y,x"], ["", "x,", ",x"],
-    ),
-]  # fmt: skip
-
-
-@pytest.mark.parametrize(("grammar", "inside", "outside"), LANGUAGES)
-def test_regex_has_the_grammars_language(
-    grammar: str, inside: list[str], outside: list[str]
-) -> None:
-    pattern = grammar_regex(grammar)
-    assert pattern is not None
-    for text in inside:
-        assert re.fullmatch(pattern, text), (pattern, text)
-    for text in outside:
-        assert not re.fullmatch(pattern, text), (pattern, text)
-
-
-@pytest.mark.parametrize(
-    "grammar",
-    [
-        'root ::= "(" root ")"',  # recursion that never ends: no sentence at all
-        'root ::= "a" root+',
-        'value ::= "a"',  # no root
-        'root ::= missing',
-        'root ::= "a"\nroot ::= "b"',
-        'root ::= "a" | (',
-        'root ::= ("a"',
-        'root ::= "a" )',
-        'root ::= "bad \\q escape"',
-        'root ::= [\\q]',
-        'root ::= []',
-        'root ::= <[1234]>',  # llama.cpp token references
-        'stray "text"\nroot ::= "a"',
-        'start: "a" | "b"',  # Lark
-        "",
-    ],
-)  # fmt: skip
-def test_not_regular_or_not_gbnf(grammar: str) -> None:
-    assert grammar_regex(grammar) is None
-
-
-# (recursive grammar, sentences nested at most MAX_NESTING deep, strings its regex must not match:
-# outside the language, or nested deeper)
-RECURSIVE: list[tuple[str, list[str], list[str]]] = [
-    ('root ::= "(" root ")" | ""', ["", "()", "(())"], ["(", "())", "(()", "((()))"]),
-    ('root ::= a\na ::= "x" b\nb ::= a | "y"', ["xy", "xxy", "xxxy"], ["y", "x", "xyx"]),
-    ('root ::= "a" root? "b"', ["ab", "aabb", "aaabbb"], ["", "aab", "ba"]),
-    ('root ::= "[" (root ("," root)*)? "]"', ["[]", "[[],[[]]]"], ["[", "[,]", "[[]"]),
-    ('root ::= "<" root{0,2} ">"', ["<>", "<<><>>"], ["<", "<<>"]),
-]  # fmt: skip
-
-
-@pytest.mark.parametrize(("grammar", "inside", "outside"), RECURSIVE)
-def test_recursion_is_unrolled_to_a_part_of_the_language(
-    grammar: str, inside: list[str], outside: list[str]
-) -> None:
-    from lmclient.testing._grammar import MAX_NESTING
-
-    assert MAX_NESTING == 2  # `inside` nests a rule in itself up to twice, `outside` deeper
-    pattern = grammar_regex(grammar)
-    assert pattern is not None
-    for text in inside:
-        assert re.fullmatch(pattern, text), (pattern, text)
-    for text in outside:
-        assert not re.fullmatch(pattern, text), (pattern, text)
-    for seed in range(10):
-        assert re.fullmatch(pattern, regex_instance(pattern, seed=seed))
-
+from lmclient.testing._grammar import gbnf_accepts, grammar_literals, grammar_sentence
 
 JSON_GBNF = r"""
 root   ::= object
@@ -113,22 +27,50 @@ ws ::= | " " | "\n" [ \t]{0,20}
 
 
 def test_a_json_grammar_is_answered_with_json() -> None:
-    fake = FakeLLM()
-    with fake.mock():
-        client = lmclient.Client("http://fake/v1", model="fake-model", dialect="llamacpp")
-        for seed in range(10):
-            text = client.generate("Q", Grammar(JSON_GBNF), seed=seed)
-            assert isinstance(json.loads(text), dict)
+    texts = set()
+    for seed in range(10):
+        with FakeLLM(seed=seed).mock():
+            client = lmclient.Client("http://fake/v1", model="fake-model", dialect="llamacpp")
+            text = client.generate("Q", Grammar(JSON_GBNF))
+        assert isinstance(json.loads(text), dict)
+        assert gbnf_accepts(JSON_GBNF, text)
+        texts.add(text)
+    assert len(texts) > 5
 
 
 @pytest.mark.parametrize("tp", [int, float, bool, Choice(["left", "right", 'say "hi"'])])
 def test_the_grammars_lmclient_sends_are_answered(tp: object) -> None:
     spec = compile_output(tp)
     grammar = spec.grammar or gbnf_alternation(spec.options)
-    pattern = grammar_regex(grammar)
-    assert pattern is not None
     for seed in range(20):
-        spec.decode(regex_instance(pattern, seed=seed))  # valid for the type
+        text = grammar_sentence(grammar, seed)
+        assert gbnf_accepts(grammar, text)
+        spec.decode(text)  # valid for the type
+
+
+RECURSIVE = r"""
+root  ::= "[" ws ( item ( "," ws item )* )? ws "]"
+item  ::= root | [0-9]{1,3} | "\"" [a-z]{0,5} "\""
+ws    ::= [ ]{0,2}
+"""
+
+
+@pytest.mark.parametrize("path", ["guided_grammar", "structured_outputs"])
+def test_the_fake_answers_a_recursive_grammar_as_vllm(path: str) -> None:
+    field: dict[str, object] = {"guided_grammar": RECURSIVE}
+    if path == "structured_outputs":
+        field = {"structured_outputs": {"grammar": RECURSIVE}}
+    texts = set()
+    for seed in range(20):
+        fake = FakeLLM(seed=seed)  # impersonates vLLM by default
+        body = {"messages": [{"role": "user", "content": "x"}], **field}
+        response = fake.handle("POST", "/v1/chat/completions", {}, msgspec.json.encode(body))
+        assert response.status == 200, response.body
+        text = msgspec.json.decode(response.body)["choices"][0]["message"]["content"]
+        assert gbnf_accepts(RECURSIVE, text), text
+        json.loads(text)  # this grammar's sentences are JSON arrays
+        texts.add(text)
+    assert any(text.count("[") > 1 for text in texts)  # nested, not only the shallowest answer
 
 
 def test_fake_generates_from_a_grammar_and_names_the_ones_it_cannot() -> None:
@@ -138,14 +80,22 @@ def test_fake_generates_from_a_grammar_and_names_the_ones_it_cannot() -> None:
     assert re.search(rb'"content":"[a-f]{8}"', ok.body)
     refused = fake.handle("POST", "/v1/chat/completions", {}, body % b'"root ::= \\"(\\" root"')
     assert refused.status == 400
-    assert b"the grammar 'root ::= \\\"(\\\" root'" in refused.body
+    assert b"the grammar 'root ::= \\\"(\\\" root' (the grammar has no finite" in refused.body
     assert b"FakeLLM.reply" in refused.body
+    malformed = fake.handle("POST", "/v1/chat/completions", {}, body % b'"root ::= missing"')
+    assert malformed.status == 400
+    assert b"undefined rule 'missing'" in malformed.body
 
 
 def test_lark_choices_still_answered() -> None:
     grammar = Grammar('start: "up" | "down"', syntax="lark")
-    assert grammar_regex(grammar.text) is None
+    with pytest.raises(ValueError, match="expecting ::="):
+        grammar_sentence(grammar.text, 0)
     assert grammar_literals(grammar.text) == ["up", "down"]
+    fake = FakeLLM()
+    with fake.mock():
+        client = lmclient.Client("http://fake/v1", model="fake-model")
+        assert client.generate("Q", grammar) in ("up", "down")
 
 
 @pytest.mark.parametrize(

@@ -155,7 +155,7 @@ def test_assert_called_failures_list_the_calls(fake: FakeLLM) -> None:
         fake.assert_called(with_output_type=int)
     message = str(failure.value)
     assert message.startswith("expected at least 1 call(s) asking for <class 'int'>, got 0")
-    assert "chat 'Invent somebody.': json_schema {" in message
+    assert "chat 'Invent somebody.': grammar \"root ::= " in message  # compact JSON
     assert 'chat \'Positive?\': choice ["yes","no"]' in message
     with pytest.raises(AssertionError, match=r"expected 2 call\(s\) matching 'really', got 1"):
         fake.assert_called(times=2, when="really")

@@ -1,0 +1,323 @@
+"""Typed tools: a tool declared from a Python type, its calls decoded into that type.
+
+A `Tool` is a name, a description and the type of its arguments (a ``msgspec.Struct``,
+dataclass, ``TypedDict`` or pydantic model, or a function whose annotated signature becomes
+one). ``tools=`` and ``tool_choice=`` are per-call parameters; the answer's calls are
+`ToolCall` values in `Response.tool_calls`, their arguments validated like any output (a call
+that does not validate is a `ValidationError` carrying the raw arguments).
+
+What each server does with ``tool_choice``, from its source, is one table (`CHOICES`): a value
+the server would accept and ignore is refused before sending, never sent.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Generic, Literal, TypeVar
+
+import msgspec
+
+from ._types import OutputSpec, compile_output
+from .errors import UnsupportedConstraintError, ValidationError
+
+__all__ = [
+    "CHOICES",
+    "ENFORCEMENT",
+    "Tool",
+    "ToolCall",
+    "ToolChoice",
+    "check_tools",
+    "decode_calls",
+    "tool_fields",
+    "tool_table",
+]
+
+A = TypeVar("A")
+ToolChoice = Literal["auto", "required", "none"]
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+class Tool(Generic[A]):
+    """A tool the model may call: ``Tool(WeatherArgs, name="weather", description=...)``, or
+    ``Tool.from_function(get_weather)`` for a function, whose annotated parameters are the
+    arguments and whose docstring is the description. ``name`` defaults to the type's (or
+    function's) name, ``description`` to its docstring."""
+
+    __slots__ = ("_spec", "arguments", "description", "function", "name")
+
+    def __init__(
+        self,
+        arguments: type[A],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+    ) -> None:
+        spec = compile_output(arguments)
+        if spec.kind != "json" or not spec.root_is_object:
+            raise TypeError(
+                "a tool's arguments are a JSON object: a msgspec.Struct, dataclass, TypedDict "
+                f"or pydantic model, not {arguments!r}"
+            )
+        name = name or str(getattr(arguments, "__name__", ""))
+        if not _NAME.fullmatch(name):
+            raise ValueError(f"a tool name is 1 to 64 letters, digits, _ or -, not {name!r}")
+        self.name = name
+        self.description = description if description is not None else _doc(arguments)
+        self.arguments = arguments
+        self.function: Callable[..., Any] | None = None
+        self._spec: OutputSpec[A] = spec
+
+    @classmethod
+    def from_function(
+        cls,
+        function: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+    ) -> Tool[Any]:
+        """The tool whose arguments are ``function``'s parameters (each annotated; a default
+        makes it optional); `ToolCall.run` calls ``function`` with them."""
+        hints = typing.get_type_hints(function)
+        fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+        for param in inspect.signature(function).parameters.values():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+                raise TypeError(f"a tool function takes named parameters only: {param}")
+            tp = hints.get(param.name, Any)
+            if param.default is param.empty:
+                fields.append((param.name, tp))
+            else:
+                fields.append((param.name, tp, param.default))
+        arguments = msgspec.defstruct(function.__name__, fields, kw_only=True)
+        tool: Tool[Any] = cls(
+            arguments,  # type: ignore[arg-type]  # a Struct made here: its type is Any
+            name=name or function.__name__,
+            description=description if description is not None else _doc(function),
+        )
+        tool.function = function
+        return tool
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        """The JSON schema of the arguments, as servers are sent it."""
+        assert self._spec.schema is not None
+        return {k: v for k, v in self._spec.schema.items() if k not in ("title", "description")}
+
+    def param(self) -> dict[str, Any]:
+        """The tool as a request's ``tools`` item."""
+        function: dict[str, Any] = {"name": self.name}
+        if self.description:
+            function["description"] = self.description
+        function["parameters"] = self.schema
+        return {"type": "function", "function": function}
+
+    def decode(self, arguments: str | Mapping[str, Any]) -> A:
+        """The arguments of one call, validated; `ValidationError` (carrying the raw arguments
+        as its ``text``) when they do not match."""
+        raw = arguments if isinstance(arguments, str) else _encode(arguments)
+        assert self._spec.decode_json is not None
+        try:
+            return self._spec.decode_json(raw)
+        except ValidationError as exc:
+            exc.args = (f"the arguments of a call to tool {self.name!r} are invalid: {exc}",)
+            raise
+
+    def __repr__(self) -> str:
+        return f"Tool({self.name!r})"
+
+
+class ToolCall(msgspec.Struct, Generic[A], frozen=True):
+    """One call the model made: ``arguments`` validated into the tool's type, ``raw_arguments``
+    as the server sent them, ``id`` the server's id for it (what the result refers to)."""
+
+    id: str | None
+    name: str
+    arguments: A
+    raw_arguments: str
+    tool: Any = None  # the `Tool` called
+
+    def run(self) -> Any:
+        """Call the tool's function (a tool made by `Tool.from_function`) with the arguments."""
+        function = None if self.tool is None else self.tool.function
+        if function is None:
+            raise TypeError(f"tool {self.name!r} was not made from a function")
+        arguments: Any = self.arguments  # a Struct: `from_function` made it
+        return function(**msgspec.structs.asdict(arguments))
+
+    def result(self, content: Any) -> dict[str, Any]:
+        """The ``tool`` message that answers this call, to append to the messages of the next
+        call (after `Response.message`): a ``str`` is sent as is, anything else as JSON."""
+        text = content if isinstance(content, str) else _encode(content)
+        return {"role": "tool", "tool_call_id": self.id, "content": text}
+
+    def wire(self) -> dict[str, Any]:
+        """This call as an assistant message's ``tool_calls`` item."""
+        function = {"name": self.name, "arguments": self.raw_arguments}
+        return {"id": self.id, "type": "function", "function": function}
+
+
+def _encode(value: Any) -> str:
+    return msgspec.json.encode(value).decode()
+
+
+def _doc(obj: Any) -> str | None:
+    """The first paragraph of a docstring: what a model needs, without the details."""
+    doc = inspect.getdoc(obj)
+    return doc.split("\n\n", 1)[0].replace("\n", " ") if doc else None
+
+
+# -- per server ------------------------------------------------------------------------------
+
+# What each dialect's server does with each tool_choice: "sent" (honoured: `required` and a
+# named tool by constrained decoding on vLLM and SGLang; `auto` needs the server's tool parser,
+# else a 400, not a silent failure), "named" (emulated: only that tool, `required`), or why it
+# is refused (the server would accept and ignore it). From each server's source:
+# * vLLM `chat_completion/protocol.py`: every value; `auto` needs --enable-auto-tool-choice and
+#   --tool-call-parser (400 otherwise); a named tool with structured outputs is a 400.
+# * SGLang `entrypoints/openai/protocol.py`: every value; `auto` needs --tool-call-parser.
+# * llama.cpp `server-common.cpp::oaicompat_chat_params_parse` (b11434): tools need --jinja
+#   (an error otherwise); tool_choice is read as a string only, so a named tool (an object)
+#   falls back to "auto" without a word: lmclient sends that tool alone with "required".
+# * Ollama `openai/openai.go`: reads `tools` but no `tool_choice` at all.
+_OLLAMA_CHOICE = "Ollama's OpenAI API reads tools but not tool_choice (the model decides)"
+CHOICES: dict[str, dict[str, str]] = {
+    "vllm": {"auto": "sent", "required": "sent", "none": "sent", "tool": "sent"},
+    "vllm-guided": {"auto": "sent", "required": "sent", "none": "sent", "tool": "sent"},
+    "sglang": {"auto": "sent", "required": "sent", "none": "sent", "tool": "sent"},
+    "llamacpp": {"auto": "sent", "required": "sent", "none": "sent", "tool": "named"},
+    "tgi": {"auto": "sent", "required": "sent", "none": "sent", "tool": "sent"},
+    "generic": {"auto": "sent", "required": "sent", "none": "sent", "tool": "sent"},
+    "ollama": {
+        "auto": "sent",
+        "required": _OLLAMA_CHOICE,
+        "none": _OLLAMA_CHOICE,
+        "tool": _OLLAMA_CHOICE,
+    },
+    "lmstudio": {"auto": "sent", "required": "sent", "none": "sent", "tool": "sent"},
+    "openai": {"auto": "sent", "required": "sent", "none": "sent", "tool": "sent"},
+}
+
+
+# How each server holds the model to tools, and what it must be started with, from its source
+# (shown in the capability matrix).
+ENFORCEMENT: dict[str, str] = {
+    "vllm": (
+        "`required` and a named tool by constrained decoding (structured outputs); they need "
+        "`--tool-call-parser`, `auto` also `--enable-auto-tool-choice` (else 400)"
+    ),
+    "vllm-guided": "as `vllm` (named tools since 0.6, `required` since 0.8.3)",
+    "sglang": (
+        "`required` and a named tool by constrained decoding; tool calls are parsed with "
+        "`--tool-call-parser`"
+    ),
+    "llamacpp": (
+        "needs `--jinja` and a chat template that renders tools (else refused: /props); the "
+        "template's call format is parsed and each call's arguments held to the schema by a "
+        "grammar, but content may come first even under `required` (b11434, recorded)"
+    ),
+    "tgi": "tool calls by grammar; `response_format` with tools is a 422",
+    "generic": "not known: the server's own",
+    "ollama": "parsed from the model's output, not constrained; no `tool_choice` field",
+    "lmstudio": "not known: the server's own",
+    "openai": "the API's own",
+}
+
+
+def _given(params: Mapping[str, Any], defaults: Mapping[str, Any], name: str) -> Any:
+    value = params.get(name)
+    return defaults.get(name) if value is None else value
+
+
+def check_tools(
+    where: str,
+    dialect: str,
+    endpoint: str,
+    spec: OutputSpec[Any],
+    params: Mapping[str, Any],
+    defaults: Mapping[str, Any],
+    server_tools: bool | None = None,
+) -> None:
+    """Refuse, before sending, tools a call cannot use: on the completions endpoint, beside an
+    output type (an answer is then either a call or a value; which servers constrain both
+    together differs, so lmclient fails closed), a tool_choice the server would ignore, or any
+    tools where the probed server said it cannot use them (``server_tools`` False: llama.cpp
+    with a chat template that renders no tools, which then ignores them without a word)."""
+    tools = _given(params, defaults, "tools")
+    choice = _given(params, defaults, "tool_choice")
+    if not tools:
+        if choice is not None:
+            raise ValueError(f"{where}(): tool_choice needs tools=")
+        return
+    if endpoint != "chat":
+        raise UnsupportedConstraintError(f"{where}(): tools need the chat endpoint")
+    if spec.kind != "text":
+        raise UnsupportedConstraintError(
+            f"{where}(): tools with an output type ({spec.name}) are refused: servers differ "
+            "in what they constrain when both are given (vLLM refuses a named tool_choice with "
+            "structured outputs, SGLang drops the tool-call constraint with a log line, "
+            "llama.cpp refuses a grammar with tools); call without an output type, then ask "
+            "for the typed value in the next call"
+        )
+    if server_tools is False:
+        raise UnsupportedConstraintError(
+            f"{where}(): the server's chat template cannot render tools nor parse calls "
+            "(llama.cpp's /props chat_template_caps), and the server ignores tools then: start "
+            "it with a --chat-template-file that supports tools"
+        )
+    names = [tool.name for tool in tools]
+    if len(set(names)) != len(names):
+        raise ValueError(f"{where}(): two tools share a name: {names}")
+    if isinstance(choice, Tool) and choice.name not in names:
+        raise ValueError(f"{where}(): tool_choice {choice.name!r} is not one of tools=")
+    key = "tool" if isinstance(choice, Tool) else (choice or "auto")
+    how = CHOICES.get(dialect, CHOICES["generic"])[key]
+    if how not in ("sent", "named"):
+        raise UnsupportedConstraintError(
+            f"{where}(): tool_choice={key!r} on dialect {dialect!r} would be ignored: {how}"
+        )
+
+
+def tool_fields(dialect: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The request fields for ``tools`` and ``tool_choice`` (checked by `check_tools`)."""
+    tools: Sequence[Tool[Any]] | None = params.get("tools")
+    if not tools:
+        return {}
+    choice = params.get("tool_choice")
+    if isinstance(choice, Tool):
+        if CHOICES.get(dialect, CHOICES["generic"])["tool"] == "named":
+            return {"tools": [choice.param()], "tool_choice": "required"}
+        return {
+            "tools": [tool.param() for tool in tools],
+            "tool_choice": {"type": "function", "function": {"name": choice.name}},
+        }
+    fields: dict[str, Any] = {"tools": [tool.param() for tool in tools]}
+    if choice is not None:
+        fields["tool_choice"] = choice
+    return fields
+
+
+def tool_table(params: Mapping[str, Any]) -> dict[str, Tool[Any]] | None:
+    """The call's tools by name, to decode its answer's calls; ``None`` without tools."""
+    tools = params.get("tools")
+    return {tool.name: tool for tool in tools} if tools else None
+
+
+def decode_calls(tools: Mapping[str, Tool[Any]], calls: Sequence[Any]) -> list[ToolCall[Any]]:
+    """The wire's tool calls (`protocol.WireToolCall`), each validated into its tool's type."""
+    out: list[ToolCall[Any]] = []
+    for call in calls:
+        function = call.function
+        name = function.name or ""
+        given = function.arguments
+        raw = given if isinstance(given, str) else _encode(given) if given is not None else ""
+        tool = tools.get(name)
+        if tool is None:
+            raise ValidationError(
+                f"the model called an unknown tool {name!r}; tools: {', '.join(tools)}",
+                text=raw,
+                output_type=None,
+            )
+        out.append(ToolCall(call.id, name, tool.decode(raw), raw, tool))
+    return out

@@ -1,0 +1,149 @@
+"""Generate a random sentence of a GBNF grammar straight from its rules.
+
+Recursion must end: each rule's minimal derivation depth (how many rules deep its shortest
+finished derivation goes) is worked out first. While the depth budget lasts, any alternative
+that can still finish within what is left may be chosen; past it, or once the sentence is long,
+only the alternatives that finish fastest are, and repetitions stop at their minimum. Extra
+repetitions are chosen with a chance that falls with each one, and never more than `MAX_EXTRA`.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+from ._gbnf_syntax import Alt, CharClass, Literal, Node, Ref, Repeat, Seq, solve
+
+__all__ = ["Generator"]
+
+DEPTH_BUDGET = 10  # rules nested this deep before only the quickest ways out are taken
+SOFT_LENGTH = 2_000  # characters: past this, the sentence is finished the quickest way
+MAX_STEPS = 1_000_000  # parts of the grammar walked: ``(("x"{999}){999}){999}`` is refused
+MAX_EXTRA = 12  # repetitions beyond a repetition's minimum
+_MORE = 0.75  # the chance of a first extra repetition; each further one is `_FADE` as likely
+_FADE = 0.8
+# characters a negated class or "." is answered with: printable, some of them beyond ASCII
+_POOL = (
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 "
+    "-_.,:;!?'\"()[]{}<>/\\|@#$%^&*+=~`\u00e9\u00df\u20ac\u4e2d\U0001f600"
+)
+_SURROGATES = range(0xD800, 0xE000)
+
+
+class Generator:
+    """Sentences of one grammar (its rules already checked: all defined, ``root`` present)."""
+
+    def __init__(self, rules: dict[str, Node]) -> None:
+        self.rules = rules
+        self.depth = _min_depths(rules)
+        self._depths: dict[int, float] = {}  # id(node) -> min depth; nodes live with `rules`
+
+    def sentence(self, seed: int) -> str:
+        if math.isinf(self.depth["root"]):
+            raise ValueError("the grammar has no finite sentence: its recursion never ends")
+        out: list[str] = []
+        try:
+            _Walk(self, random.Random(seed), out).node(self.rules["root"], DEPTH_BUDGET)
+        except RecursionError:
+            raise ValueError("the grammar nests its rules too deeply to generate") from None
+        return "".join(out)
+
+    def node_depth(self, node: Node) -> float:
+        key = id(node)
+        found = self._depths.get(key)
+        if found is None:
+            found = self._depths[key] = _node_depth(node, self.depth)
+        return found
+
+
+class _Walk:
+    def __init__(self, gen: Generator, rng: random.Random, out: list[str]) -> None:
+        self.gen = gen
+        self.rng = rng
+        self.out = out
+        self.length = 0
+        self.steps = 0
+
+    def node(self, node: Node, budget: float) -> None:
+        self.steps += 1
+        if self.steps > MAX_STEPS:
+            raise ValueError(f"even the grammar's shortest sentences take over {MAX_STEPS} steps")
+        if isinstance(node, Literal):
+            self.emit(node.text)
+        elif isinstance(node, CharClass):
+            self.emit(self.char(node))
+        elif isinstance(node, Ref):
+            self.node(self.gen.rules[node.name], budget - 1)
+        elif isinstance(node, Seq):
+            for item in node.items:
+                self.node(item, budget)
+        elif isinstance(node, Alt):
+            self.node(self.option(node, budget), budget)
+        else:
+            for _ in range(self.count(node, budget)):
+                self.node(node.item, budget)
+
+    def emit(self, text: str) -> None:
+        self.out.append(text)
+        self.length += len(text)
+
+    def option(self, node: Alt, budget: float) -> Node:
+        depths = [self.gen.node_depth(option) for option in node.options]
+        fits = [
+            option for option, depth in zip(node.options, depths, strict=True) if depth <= budget
+        ]
+        if not fits or self.length > SOFT_LENGTH:  # finish the quickest way
+            quickest = min(depths)
+            fits = [
+                option
+                for option, depth in zip(node.options, depths, strict=True)
+                if depth == quickest
+            ]
+        return self.rng.choice(fits)
+
+    def count(self, node: Repeat, budget: float) -> int:
+        count = node.low
+        if self.gen.node_depth(node.item) > budget or self.length > SOFT_LENGTH:
+            return count
+        most = count + MAX_EXTRA if node.high is None else min(node.high, count + MAX_EXTRA)
+        chance = _MORE
+        while count < most and self.rng.random() < chance:
+            count += 1
+            chance *= _FADE
+        return count
+
+    def char(self, node: CharClass) -> str:
+        if node.negated:
+            allowed = [ch for ch in _POOL if not _within(ord(ch), node.ranges)]
+            if allowed:
+                return self.rng.choice(allowed)
+            code = 0x20
+            while _within(code, node.ranges) or code in _SURROGATES:
+                code += 1
+            return chr(code)
+        low, high = self.rng.choice(node.ranges)
+        code = self.rng.randint(low, high)
+        if code in _SURROGATES:  # not text on its own: take the range's nearest end instead
+            code = low if low not in _SURROGATES else high
+        return chr(code)
+
+
+def _within(code: int, ranges: tuple[tuple[int, int], ...]) -> bool:
+    return any(low <= code <= high for low, high in ranges)
+
+
+def _min_depths(rules: dict[str, Node]) -> dict[str, float]:
+    """Rule -> how many rules deep its shallowest finished derivation goes (inf: none)."""
+    return solve(rules, math.inf, _node_depth)
+
+
+def _node_depth(node: Node, depth: dict[str, float]) -> float:
+    if isinstance(node, (Literal, CharClass)):
+        return 0
+    if isinstance(node, Ref):
+        return depth[node.name] + 1
+    if isinstance(node, Seq):
+        return max((_node_depth(item, depth) for item in node.items), default=0)
+    if isinstance(node, Alt):
+        return min(_node_depth(option, depth) for option in node.options)
+    return 0 if node.low == 0 else _node_depth(node.item, depth)

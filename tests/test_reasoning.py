@@ -1,0 +1,353 @@
+"""Reasoning controls: the exact request fields per dialect, the refusals, the ``max_tokens``
+they leave room for, the fake's thinking per server, and reasoning deltas in streams."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, Literal
+
+import msgspec
+import pytest
+
+import lmclient
+from lmclient import _core, errors
+from lmclient._dialects import DIALECTS
+from lmclient._reasoning import CONTROLS, THINK_MARKUP_TOKENS
+from lmclient._stream import Delta
+from lmclient._stream_state import StreamState
+from lmclient.testing import FakeLLM
+
+
+def body_of(dialect: str, output_type: Any = str, endpoint: Any = "chat", **params: Any) -> Any:
+    core = _core.ClientCore("http://h/v1", "m", dialect=dialect)
+    call = core.prepare("create", "Q", output_type, endpoint, params)
+    assert call.request.body is not None
+    return msgspec.json.decode(call.request.body)
+
+
+def sent(dialect: str, **params: Any) -> dict[str, Any]:
+    """The fields a free-text chat call sends besides model and messages."""
+    body = body_of(dialect, **params)
+    return {k: v for k, v in body.items() if k not in ("model", "messages")}
+
+
+# Written out, not computed: each from the server's own request handling (see _reasoning.py).
+ON = {"chat_template_kwargs": {"enable_thinking": True}}
+OFF = {"chat_template_kwargs": {"enable_thinking": False}}
+EXPECTED: dict[str, dict[str, Any]] = {
+    "vllm": {
+        "thinking=True": ON,
+        "thinking=False": OFF,
+        "budget": {"thinking_token_budget": 300},
+        "effort": {"reasoning_effort": "low"},
+    },
+    "vllm-guided": {"thinking=True": ON, "thinking=False": OFF, "budget": None, "effort": None},
+    "sglang": {
+        "thinking=True": ON,
+        "thinking=False": OFF,
+        "budget": None,
+        "effort": {"reasoning_effort": "low"},
+    },
+    "llamacpp": {
+        "thinking=True": ON,
+        "thinking=False": OFF,
+        "budget": {"reasoning_budget_tokens": 300},
+        "effort": {"reasoning_effort": "low"},
+    },
+    "tgi": {"thinking=True": None, "thinking=False": None, "budget": None, "effort": None},
+    "generic": {
+        "thinking=True": None,
+        "thinking=False": None,
+        "budget": None,
+        "effort": {"reasoning_effort": "low"},
+    },
+    "ollama": {
+        "thinking=True": None,
+        "thinking=False": {"reasoning_effort": "none"},
+        "budget": None,
+        "effort": {"reasoning_effort": "low"},
+    },
+    "lmstudio": {
+        "thinking=True": None,
+        "thinking=False": None,
+        "budget": None,
+        "effort": {"reasoning_effort": "low"},
+    },
+    "openai": {
+        "thinking=True": None,
+        "thinking=False": None,
+        "budget": None,
+        "effort": {"reasoning_effort": "low"},
+    },
+}
+CASES: dict[str, dict[str, Any]] = {
+    "thinking=True": {"thinking": True},
+    "thinking=False": {"thinking": False},
+    "budget": {"thinking_budget": 300},
+    "effort": {"reasoning_effort": "low"},
+}
+
+
+def test_every_dialect_has_a_row() -> None:
+    assert set(EXPECTED) == set(DIALECTS) == set(CONTROLS)
+
+
+@pytest.mark.parametrize("dialect", list(EXPECTED))
+@pytest.mark.parametrize("case", list(CASES))
+def test_exact_fields_per_dialect(dialect: str, case: str) -> None:
+    expected = EXPECTED[dialect][case]
+    if expected is None:
+        with pytest.raises(lmclient.UnsupportedConstraintError, match="no request field"):
+            sent(dialect, **CASES[case])
+    else:
+        assert sent(dialect, **CASES[case]) == expected
+
+
+def test_controls_together() -> None:
+    assert sent("vllm", thinking=True, thinking_budget=64, reasoning_effort="high") == {
+        "chat_template_kwargs": {"enable_thinking": True},
+        "thinking_token_budget": 64,
+        "reasoning_effort": "high",
+    }
+
+
+def test_no_control_no_field() -> None:
+    for dialect in DIALECTS:
+        assert sent(dialect) == {}
+
+
+@pytest.mark.parametrize("dialect", ["vllm", "llamacpp", "generic"])
+def test_completions_endpoint_is_refused(dialect: str) -> None:
+    with pytest.raises(lmclient.UnsupportedConstraintError, match="chat template"):
+        body_of(dialect, endpoint="completions", reasoning_effort="low")
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{"thinking": False, "thinking_budget": 10}, {"thinking": False, "reasoning_effort": "low"}],
+)
+def test_contradictions_are_refused(params: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="contradicts"):
+        body_of("vllm", **params)
+
+
+@pytest.mark.parametrize(
+    ("params", "error"),
+    [
+        ({"thinking": "yes"}, TypeError),
+        ({"thinking_budget": 1.5}, TypeError),
+        ({"thinking_budget": True}, TypeError),
+        ({"thinking_budget": -1}, ValueError),
+        ({"reasoning_effort": "max"}, ValueError),
+        ({"reasoning_effort": 2}, TypeError),
+    ],
+)
+def test_bad_values(params: dict[str, Any], error: type[Exception]) -> None:
+    with pytest.raises(error):
+        body_of("vllm", **params)
+
+
+def test_extra_body_merges_beside_the_template_kwargs() -> None:
+    extra = {"chat_template_kwargs": {"custom": 1}}
+    assert sent("vllm", thinking=True, extra_body=extra)["chat_template_kwargs"] == {
+        "enable_thinking": True,
+        "custom": 1,
+    }
+
+
+def test_defaults_apply_and_a_call_overrides_them() -> None:
+    core = _core.ClientCore("http://h/v1", "m", dialect="vllm", defaults={"thinking": False})
+    for params, expected in (({}, False), ({"thinking": True}, True)):
+        call = core.prepare("create", "Q", str, "chat", params)
+        assert call.request.body is not None
+        body = msgspec.json.decode(call.request.body)
+        assert body["chat_template_kwargs"] == {"enable_thinking": expected}
+
+
+def test_defaults_are_refused_before_sending_where_unsupported() -> None:
+    core = _core.ClientCore("http://h/v1", "m", dialect="tgi", defaults={"thinking": True})
+    with pytest.raises(lmclient.UnsupportedConstraintError):
+        core.validate("generate", "Q", str, "chat", {})
+
+
+# -- max_tokens: room for the thinking and the answer -------------------------------------
+
+CHOICE = Literal["yes", "no"]
+
+
+def test_bounded_type_gets_the_thinking_budget_on_top() -> None:
+    plain = body_of("vllm", CHOICE)["max_tokens"]
+    body = body_of("vllm", CHOICE, thinking_budget=200)
+    assert body["max_tokens"] == plain + 200 + THINK_MARKUP_TOKENS
+    assert body["thinking_token_budget"] == 200
+
+
+@pytest.mark.parametrize("params", [{"thinking": True}, {"reasoning_effort": "high"}])
+def test_unbounded_thinking_gets_no_max_tokens(params: dict[str, Any]) -> None:
+    assert "max_tokens" not in body_of("vllm", CHOICE, **params)
+
+
+def test_thinking_off_keeps_the_answer_budget() -> None:
+    assert (
+        body_of("vllm", CHOICE, thinking=False)["max_tokens"]
+        == body_of("vllm", CHOICE)["max_tokens"]
+    )
+
+
+def test_user_max_tokens_is_sent_as_given() -> None:
+    assert body_of("vllm", CHOICE, thinking_budget=10, max_tokens=500)["max_tokens"] == 500
+
+
+def test_max_tokens_without_room_for_the_thinking_budget_is_refused() -> None:
+    with pytest.raises(ValueError, match="after up to 116 of thinking"):
+        body_of("vllm", CHOICE, thinking_budget=100, max_tokens=50)
+
+
+def test_free_text_gets_no_max_tokens() -> None:
+    assert "max_tokens" not in body_of("vllm", str, thinking_budget=100)
+
+
+# -- the fake thinks like its server -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("server", "key"),
+    [("vllm", "reasoning"), ("sglang", "reasoning_content"), ("llamacpp", "reasoning_content")],
+)
+def test_fake_puts_thinking_where_its_server_does(server: str, key: str) -> None:
+    fake = FakeLLM(server=server)
+    fake.reply("yes", reasoning="hmm")
+    with fake.mock() as url, lmclient.Client(url, "fake-model") as client:
+        response = client.create("Q", CHOICE, thinking=True)
+        assert (response.value, response.reasoning) == ("yes", "hmm")
+        with client.stream("Q", CHOICE, thinking=True) as stream:
+            assert [kind for kind, _ in stream.deltas()] == ["reasoning", "content"]
+            assert (stream.value, stream.reasoning) == ("yes", "hmm")
+    message = fake.calls[0].body
+    assert message["chat_template_kwargs"] == {"enable_thinking": True}
+    answer = FakeLLM(server=server)
+    answer.reply("yes", reasoning="hmm")
+    with answer.mock() as url, lmclient.Client(url, "fake-model") as client:
+        raw = client.create("Q", CHOICE, thinking=True).raw
+        assert getattr(raw.choices[0].message, key) == "hmm"
+
+
+def test_fake_thinks_when_asked_and_not_when_turned_off() -> None:
+    fake = FakeLLM(server="vllm")
+    with fake.mock() as url, lmclient.Client(url, "fake-model") as client:
+        assert client.create("Q", thinking=True).reasoning
+        assert client.create("Q").reasoning is None
+        fake.reply("ok", reasoning="scripted")
+        assert client.create("Q", thinking=False).reasoning is None
+
+
+def test_fake_cuts_thinking_to_its_budget_and_the_answer_still_fits() -> None:
+    fake = FakeLLM(server="llamacpp")
+    fake.reply("yes", reasoning="x" * 400)
+    with fake.mock() as url, lmclient.Client(url, "fake-model") as client:
+        response = client.create("Q", CHOICE, thinking_budget=5)
+    assert (response.value, response.reasoning) == ("yes", "x" * 20)
+    assert fake.calls[0].body["reasoning_budget_tokens"] == 5
+
+
+def test_fake_spends_max_tokens_on_thinking_first() -> None:
+    """The failure lmclient's room for thinking avoids: thinking takes max_tokens, the
+    content is empty, and lmclient names the likely cause."""
+    fake = FakeLLM(server="vllm")
+    fake.reply('{"a":1}', reasoning="y" * 400)
+    with (
+        fake.mock() as url,
+        lmclient.Client(url, "fake-model") as client,
+        pytest.raises(errors.TruncatedError),
+    ):
+        client.create("Q", dict, thinking=True, max_tokens=20)
+    assert fake.calls[0].body["max_tokens"] == 20
+
+
+# -- streams: reasoning deltas apart from content -----------------------------------------
+
+
+def sse(*deltas: dict[str, Any], finish: bool = True) -> bytes:
+    events = [{"choices": [{"index": 0, "delta": d}]} for d in deltas]
+    if finish:
+        events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    out = b"".join(b"data: " + msgspec.json.encode(e) + b"\n\n" for e in events)
+    return out + b"data: [DONE]\n\n"
+
+
+def test_tagged_keeps_the_server_order_within_one_chunk() -> None:
+    call = _core.ClientCore("http://h/v1", "m", dialect="vllm").prepare(
+        "stream", "Q", str, "chat", {}, stream=True
+    )
+    state = StreamState(call)
+    data = sse(
+        {"reasoning_content": "r1"},
+        {"content": "c1"},
+        {"reasoning": "r2"},
+        {"content": "c2"},
+        {"reasoning": "r3"},
+    )
+    assert state.tagged(state.feed(data)) == [
+        ("reasoning", "r1"),
+        ("content", "c1"),
+        ("reasoning", "r2"),
+        ("content", "c2"),
+        ("reasoning", "r3"),
+    ]
+    assert state.tagged(state.end()) == []
+    assert state.result().reasoning == "r1r2r3"
+
+
+def test_deltas_yield_thinking_before_any_content_arrives() -> None:
+    """Reasoning is handed out as it arrives, not held back until content comes: the fake
+    writes no content until the test has seen the first reasoning delta."""
+    seen = threading.Event()
+
+    def pace(index: int) -> None:
+        if index == 3:  # the role event, two reasoning events, then the content
+            assert seen.wait(10), "the reasoning delta never reached the client"
+
+    fake = FakeLLM(server="vllm", chunk_size=2, on_chunk=pace)
+    fake.reply("yes", reasoning="abcd")
+    with (
+        fake.serve() as url,
+        lmclient.Client(url, "fake-model") as client,
+        client.stream("Q", CHOICE) as stream,
+    ):
+        deltas = stream.deltas()
+        assert next(deltas) == ("reasoning", "ab")
+        assert stream.text == ""
+        seen.set()
+        assert list(deltas) == [("reasoning", "cd"), ("content", "ye"), ("content", "s")]
+        assert stream.value == "yes"
+
+
+def test_deltas_after_iterating_is_an_error() -> None:
+    fake = FakeLLM(server="vllm")
+    with (
+        fake.mock() as url,
+        lmclient.Client(url, "fake-model") as client,
+        client.stream("Q") as stream,
+    ):
+        next(iter(stream))
+        with pytest.raises(errors.LMClientError, match="first read"):
+            next(stream.deltas())
+
+
+def test_async_deltas() -> None:
+    fake = FakeLLM(server="sglang")
+    fake.reply("no", reasoning="think")
+
+    async def main() -> list[Delta]:
+        async with (
+            lmclient.AsyncClient(fake.base_url, "fake-model") as client,
+            client.stream("Q", CHOICE, thinking=True) as stream,
+        ):
+            out = [d async for d in stream.deltas()]
+            assert (await stream.aread(), stream.reasoning) == ("no", "think")
+            return out
+
+    with fake.mock():
+        got = asyncio.run(main())
+    assert got == [("reasoning", "thin"), ("reasoning", "k"), ("content", "no")]
