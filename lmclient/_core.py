@@ -43,7 +43,7 @@ from ._protocol import ChatCompletion, Completion, ModelList, TokenLogprob, Usag
 from ._reasoning import REASONING_PARAMS, reasoning_fields, reasoning_params, thinking_room
 from ._response import Response
 from ._status import api_error
-from ._tools import check_tools, decode_calls, tool_fields, tool_table
+from ._tools import ToolCall, check_choice, check_tools, decode_calls, tool_fields, tool_table
 from ._types import DECODE_ERRORS, OutputSpec, compile_output
 from .errors import ConfigurationError
 
@@ -532,6 +532,7 @@ class Call(Attempts):
         "plan",
         "reasks",
         "spec",
+        "tool_choice",  # set with `tools` only: read only when there are tools
         "tools",
     )
 
@@ -548,6 +549,7 @@ class Call(Attempts):
             Attempts.__init__(self, core, request, params)  # not super(): cheaper
             self.max_reasks: int = params.get("max_reasks", core.max_reasks)
             self.tools = tool_table(params)  # the tools its answer's calls are decoded with
+            self.tool_choice = params.get("tool_choice")
         else:  # the common call, `Attempts.__init__` inline: a call costs every request
             self.request = request
             self.retries = 0
@@ -627,6 +629,7 @@ class Call(Attempts):
                 and not msg.refusal
                 and first.logprobs is None
                 and not msg.tool_calls  # vLLM sends "tool_calls": [] with every message
+                and self.tools is None  # `result` holds the answer to the call's tool_choice
             ):
                 reasoning = msg.reasoning or msg.reasoning_content
                 return self._one(text, wire.usage, wire.model, wire.id, wire, reasoning)
@@ -748,7 +751,21 @@ class Call(Attempts):
                 if len(texts) > 1:
                     exc.attempts = list(texts)
                 raise self.explained(exc) from None  # the same exception, its message completed
-        calls = tuple(decode_calls(self.tools, tool_calls)) if self.tools and tool_calls else ()
+        calls: tuple[ToolCall[Any], ...] = ()
+        if self.tools:
+            cut = reasons[0] == "length"
+            try:
+                calls = tuple(decode_calls(self.tools, tool_calls)) if tool_calls else ()
+                check_choice(self.tool_choice, calls, texts[0])
+            except errors.ValidationError as exc:
+                if not cut:
+                    raise
+                # The call, or its arguments, did not fit in max_tokens; with no call at all,
+                # the server may as well have ignored the tools: both are said.
+                truncated = errors.TruncatedError(text=exc.text, output_type=None, usage=usage)
+                if not tool_calls:
+                    truncated.args = (f"{truncated}; {exc.detail}",)
+                raise truncated from None
         return Response(
             values,
             texts,

@@ -34,6 +34,7 @@ class StreamState:
         "_call",
         "_calls",
         "_calls_sent",
+        "_moved",
         "_parts",
         "_reasoning",
         "_reasoning_at",
@@ -60,6 +61,7 @@ class StreamState:
         self._refusal: list[str] = []
         self._calls: dict[int, tuple[list[str | None], list[str]]] = {}  # ([id, name], pieces)
         self._calls_sent = 0  # the calls `closed_calls` has handed out
+        self._moved: dict[int, int] = {}  # a server's reused index -> the call it now means
         self.done = False
         self.events = 0
         self.finish_reason: str | None = None
@@ -136,12 +138,18 @@ class StreamState:
         """Assemble tool calls per ``index``: the first delta of a call has its id and name,
         the next ones pieces of its arguments (a server that sends a call whole sends it in
         one delta). Without ``index``, a delta with an id or a name starts the next call and
-        one without continues the last."""
+        one without continues the last. Another id at an index already in use is a new call too:
+        Ollama 0.20 numbers every streamed call 0 (ollama/ollama#15457)."""
         for delta in deltas:
-            index = delta.index
-            if index is None:
+            given = delta.index
+            if given is None:
                 new = delta.id or delta.function.name or not self._calls
                 index = len(self._calls) if new else max(self._calls)
+            else:
+                index = self._moved.get(given, given)
+                held = self._calls.get(index)
+                if held and delta.id and held[0][0] not in (None, delta.id):
+                    index = self._moved[given] = max(self._calls) + 1
             head, pieces = self._calls.setdefault(index, ([None, None], []))
             head[0] = delta.id or head[0]
             head[1] = delta.function.name or head[1]

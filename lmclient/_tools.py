@@ -105,12 +105,15 @@ class Tool(Generic[A]):
         assert self._spec.schema is not None
         return {k: v for k, v in self._spec.schema.items() if k not in ("title", "description")}
 
-    def param(self) -> dict[str, Any]:
-        """The tool as a request's ``tools`` item."""
+    def param(self, *, strict: bool = False) -> dict[str, Any]:
+        """The tool as a request's ``tools`` item; ``strict`` asks the server to hold the
+        arguments to the schema (vLLM does only then)."""
         function: dict[str, Any] = {"name": self.name}
         if self.description:
             function["description"] = self.description
         function["parameters"] = self.schema
+        if strict:
+            function["strict"] = True
         return {"type": "function", "function": function}
 
     def decode(self, arguments: str | Mapping[str, Any]) -> A:
@@ -174,8 +177,9 @@ def _doc(obj: Any) -> str | None:
 # named tool by constrained decoding on vLLM and SGLang; `auto` needs the server's tool parser,
 # else a 400, not a silent failure), "named" (emulated: only that tool, `required`), or why it
 # is refused (the server would accept and ignore it). From each server's source:
-# * vLLM `chat_completion/protocol.py`: every value; `auto` needs --enable-auto-tool-choice and
-#   --tool-call-parser (400 otherwise); a named tool with structured outputs is a 400.
+# * vLLM `chat_completion/protocol.py`: every value; all but `none` need
+#   --enable-auto-tool-choice and --tool-call-parser (400 otherwise, recorded on 0.32); a named
+#   tool with structured outputs is a 400; arguments follow the schema only for `strict` tools.
 # * SGLang `entrypoints/openai/protocol.py`: every value; `auto` needs --tool-call-parser.
 # * llama.cpp `server-common.cpp::oaicompat_chat_params_parse` (b11434): tools need --jinja
 #   (an error otherwise); tool_choice is read as a string only, so a named tool (an object)
@@ -200,12 +204,18 @@ CHOICES: dict[str, dict[str, str]] = {
 }
 
 
+# The dialects whose servers hold a call's arguments to the tool's schema only when the tool
+# says `"strict": true` (vLLM 0.32: otherwise only the call's wrapper is constrained, recorded).
+STRICT_TOOLS = frozenset({"vllm"})
+
 # How each server holds the model to tools, and what it must be started with, from its source
 # (shown in the capability matrix).
 ENFORCEMENT: dict[str, str] = {
     "vllm": (
-        "`required` and a named tool by constrained decoding (structured outputs); they need "
-        "`--tool-call-parser`, `auto` also `--enable-auto-tool-choice` (else 400)"
+        "`required` and a named tool by constrained decoding (structured outputs), the "
+        "arguments held to the schema only for a `strict` tool (lmclient sends them so); "
+        "`auto`, `required` and a named tool need `--enable-auto-tool-choice` and "
+        "`--tool-call-parser` (else 400; 0.32, recorded)"
     ),
     "vllm-guided": "as `vllm` (named tools since 0.6, `required` since 0.8.3)",
     "sglang": (
@@ -285,14 +295,15 @@ def tool_fields(dialect: str, params: Mapping[str, Any]) -> dict[str, Any]:
     if not tools:
         return {}
     choice = params.get("tool_choice")
+    strict = dialect in STRICT_TOOLS
     if isinstance(choice, Tool):
         if CHOICES.get(dialect, CHOICES["generic"])["tool"] == "named":
-            return {"tools": [choice.param()], "tool_choice": "required"}
+            return {"tools": [choice.param(strict=strict)], "tool_choice": "required"}
         return {
-            "tools": [tool.param() for tool in tools],
+            "tools": [tool.param(strict=strict) for tool in tools],
             "tool_choice": {"type": "function", "function": {"name": choice.name}},
         }
-    fields: dict[str, Any] = {"tools": [tool.param() for tool in tools]}
+    fields: dict[str, Any] = {"tools": [tool.param(strict=strict) for tool in tools]}
     if choice is not None:
         fields["tool_choice"] = choice
     return fields
@@ -302,6 +313,40 @@ def tool_table(params: Mapping[str, Any]) -> dict[str, Tool[Any]] | None:
     """The call's tools by name, to decode its answer's calls; ``None`` without tools."""
     tools = params.get("tools")
     return {tool.name: tool for tool in tools} if tools else None
+
+
+def check_choice(choice: Any, calls: Sequence[ToolCall[Any]], text: str) -> None:
+    """Fail closed when the answer does not keep to ``tool_choice``: no call under
+    ``"required"`` or a named tool, a call to another tool than the one named, or a call under
+    ``"none"``. A server that ignores tools answers that way (llama.cpp with a chat template
+    that renders no tools, a forced dialect, a proxy that drops the fields)."""
+    if choice is None or choice == "auto":
+        return
+    if choice == "none":
+        if calls:
+            raise ValidationError(
+                f"tool_choice='none', but the answer calls {calls[0].name!r}: the server did "
+                "not keep to tool_choice",
+                text=calls[0].raw_arguments,
+                output_type=None,
+            )
+        return
+    if not calls:
+        wanted = "a tool call" if choice == "required" else f"a call to {choice.name!r}"
+        raise ValidationError(
+            f"tool_choice asks for {wanted}, but the answer has none: the server may ignore "
+            "tools (llama.cpp needs --jinja and a chat template that renders tools)",
+            text=text,
+            output_type=None,
+        )
+    if isinstance(choice, Tool):
+        for call in calls:
+            if call.name != choice.name:
+                raise ValidationError(
+                    f"tool_choice names {choice.name!r}, but the answer calls {call.name!r}",
+                    text=call.raw_arguments,
+                    output_type=None,
+                )
 
 
 def decode_calls(tools: Mapping[str, Tool[Any]], calls: Sequence[Any]) -> list[ToolCall[Any]]:

@@ -122,6 +122,8 @@ class ValidationError(LMClientError):
 
     ``text`` is what the model produced, ``detail`` the decoder's message with its path
     (e.g. ``Expected `int`, got `str` - at `$.age```), ``attempts`` the texts of every try.
+    ``output_type`` is ``None`` for a tool call that does not keep to the call's tools or
+    ``tool_choice``.
     """
 
     def __init__(
@@ -132,9 +134,9 @@ class ValidationError(LMClientError):
         output_type: Any,
         attempts: list[str] | None = None,
     ) -> None:
-        super().__init__(
-            f"output does not match {_type_name(output_type)}: {detail}; got {_preview(text)}"
-        )
+        # No output type: a tool call's arguments or tool choice, whose detail names the tool.
+        what = "" if output_type is None else f"output does not match {_type_name(output_type)}: "
+        super().__init__(f"{what}{detail}; got {_preview(text)}")
         self.detail = detail
         self.text = text
         self.output_type = output_type

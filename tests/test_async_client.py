@@ -14,7 +14,7 @@ import respx
 import lmclient
 from lmclient._dialects import Endpoint
 from tests.conftest import chat_body, completion_body
-from tests.kinds import DIALECTS, KINDS, Kind, expected_fields, reply_text
+from tests.kinds import DIALECTS, KINDS, Kind, expected_budget, expected_fields, reply_text
 
 BASE = "http://llm.test/v1"
 
@@ -47,7 +47,13 @@ async def test_exact_request_body_and_validated_value(
     prompt = (
         {"messages": [{"role": "user", "content": "Q"}]} if endpoint == "chat" else {"prompt": "Q"}
     )
-    assert json.loads(route.calls.last.request.content) == {"model": "m", **prompt, **fields}
+    budget = expected_budget(kind, dialect)
+    assert json.loads(route.calls.last.request.content) == {
+        "model": "m",
+        **prompt,
+        **budget,
+        **fields,
+    }
 
 
 class Person(msgspec.Struct):

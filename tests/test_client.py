@@ -13,7 +13,7 @@ import respx
 import lmclient
 from lmclient._dialects import Endpoint
 from tests.conftest import chat_body, completion_body
-from tests.kinds import DIALECTS, KINDS, Kind, expected_fields, reply_text
+from tests.kinds import DIALECTS, KINDS, Kind, expected_budget, expected_fields, reply_text
 
 BASE = "http://llm.test/v1"
 
@@ -51,7 +51,8 @@ def test_exact_request_body_and_validated_value(
     assert response.value == kind.value
     assert type(response.value) is type(kind.value)
     sent = json.loads(route.calls.last.request.content)
-    assert sent == {"model": "m", **_prompt_fields(endpoint), **fields}
+    budget = expected_budget(kind, dialect)
+    assert sent == {"model": "m", **_prompt_fields(endpoint), **budget, **fields}
 
 
 class Person(msgspec.Struct):

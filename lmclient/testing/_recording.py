@@ -67,8 +67,21 @@ class RecordedRequest:
                     return message_text(message)
         return ""
 
+    @property
+    def tools(self) -> list[str]:
+        """The names of the tools offered (``tools``), in order; the results sent back are
+        ``texts("tool")``."""
+        tools = self.body.get("tools") if isinstance(self.body, dict) else None
+        if not isinstance(tools, list):
+            return []
+        functions = [t.get("function") for t in tools if isinstance(t, dict)]
+        return [
+            f["name"] for f in functions if isinstance(f, dict) and isinstance(f.get("name"), str)
+        ]
+
     def texts(self, role: str) -> list[str]:
-        """The text of every chat message with ``role`` (e.g. ``"system"``), oldest first."""
+        """The text of every chat message with ``role`` (e.g. ``"system"``, ``"tool"``), oldest
+        first."""
         messages = self.body.get("messages") if isinstance(self.body, dict) else None
         if not isinstance(messages, list):
             return []

@@ -25,6 +25,16 @@ def base_url(llama: llamacpp.LlamaServer) -> str:
     return llama.base_url
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The first test to use the vLLM server waits for it to start: a minute or two, more on a
+    loaded machine. That wait is bounded by the server's own readiness deadline, so the test's
+    timeout (the guard against a hang) counts the test function only."""
+    for item in items:
+        if "vllm_server" in getattr(item, "fixturenames", ()):
+            timeout = float(item.config.getini("timeout"))
+            item.add_marker(pytest.mark.timeout(timeout, func_only=True))
+
+
 @pytest.fixture(scope="session")
 def vllm_installed() -> vllm.Installation:
     if vllm.opted_out():
