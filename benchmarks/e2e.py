@@ -25,7 +25,6 @@ import collections
 import datetime
 import importlib
 import importlib.metadata
-import inspect
 import json
 import os
 import platform
@@ -45,6 +44,7 @@ import pydantic
 
 import lmclient
 from lmclient import errors
+from lmclient._dialects import Whitespace
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -86,17 +86,11 @@ Runner = Callable[[Task, Messages, float, int], Outcome]
 # -- lmclient ----------------------------------------------------------------------------------
 
 
-def has_whitespace_option() -> bool:
-    """True once `lmclient.Client` takes `whitespace=` (issue 16); before, only "server" runs."""
-    return "whitespace" in inspect.signature(lmclient.Client).parameters
-
-
-def lmclient_runner(url: str, whitespace: str, tokenize: Callable[[str], int]) -> Runner:
+def lmclient_runner(url: str, whitespace: Whitespace, tokenize: Callable[[str], int]) -> Runner:
     """`client.create(messages, T)`: the `Response` has the usage and the finish reason; a
     `TruncatedError` has the usage too. A `ValidationError` of another kind carries only the
     text, so its tokens are counted by the server's /tokenize (rare: the server constrained it)."""
-    options: dict[str, Any] = {"whitespace": whitespace} if has_whitespace_option() else {}
-    client = lmclient.Client(url, **options)
+    client = lmclient.Client(url, whitespace=whitespace)
 
     def run(task: Task, messages: Messages, temperature: float, seed: int) -> Outcome:
         try:
@@ -517,7 +511,9 @@ def server_props(root_url: str) -> dict[str, Any]:
     return props
 
 
-def header(props: dict[str, Any], where: str, command: str, calls: int, seconds: float) -> str:
+def header(
+    props: dict[str, Any], where: str, command: str, calls: int, seconds: float, lmclient_at: str
+) -> str:
     model = Path(str(props.get("model_path", llamacpp.MODEL_FILENAME))).name
     libraries = ", ".join(
         f"{name} {version(name)}" for name in ("openai", "instructor", "outlines", "pydantic")
@@ -527,8 +523,8 @@ def header(props: dict[str, Any], where: str, command: str, calls: int, seconds:
         f"{cpu_model()} ({os.cpu_count()} cores, shared), {calls} calls in "
         f"{seconds / 60:.0f} min. Server: llama.cpp `llama-server` "
         f"{props.get('build_info', 'unknown build')} with `{model}`, {where}. "
-        f"lmclient {lmclient.__version__} at commit "
-        f"{git_commit()}; {libraries}. Command: `{command}`."
+        f"lmclient {lmclient.__version__} at commit {lmclient_at}; {libraries}. "
+        f"Command: `{command}`."
     )
 
 
@@ -613,9 +609,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen = pick(args.types, keys, QUICK_TYPES if args.quick else keys)
     tasks = [t for t in TASKS if t.key in chosen]
     clients = pick(args.clients, CLIENTS, CLIENTS)
-    if "lmclient-compact" in clients and not has_whitespace_option():
-        say("e2e: lmclient has no whitespace= option yet: lmclient-compact is left out")
-        clients.remove("lmclient-compact")
     prompts = min(2 if args.quick else args.prompts, min(len(t.prompts) for t in tasks))
     command = " ".join([python_path(), *sys.argv])
     where = (
@@ -632,6 +625,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         head = f"Replayed from `{args.replay}`: {calls} calls, {seconds / 60:.0f} min of calls."
         print(report(results, tasks, head))
         return 0
+    lmclient_at = git_commit()  # what ran: the tree may be committed before the run ends
     started = time.perf_counter()
     with server(args.url) as url:
         root_url = url.removesuffix("/").removesuffix("/v1")
@@ -641,7 +635,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         results = run_all(runners, tasks, prompts, args.record)
     seconds = time.perf_counter() - started
     calls = sum(tally.n_calls for per_type in results.values() for tally in per_type.values())
-    text = report(results, tasks, header(props, where, command, calls, seconds))
+    text = report(results, tasks, header(props, where, command, calls, seconds, lmclient_at))
     print(text)
     say("e2e: failures by kind:\n" + "\n".join(error_summary(results) or ["  none"]))
     if args.docs:

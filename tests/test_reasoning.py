@@ -17,20 +17,7 @@ from lmclient._reasoning import CONTROLS, THINK_MARKUP_TOKENS
 from lmclient._stream import Delta
 from lmclient._stream_state import StreamState
 from lmclient.testing import FakeLLM
-
-
-def body_of(dialect: str, output_type: Any = str, endpoint: Any = "chat", **params: Any) -> Any:
-    core = _core.ClientCore("http://h/v1", "m", dialect=dialect)
-    call = core.prepare("create", "Q", output_type, endpoint, params)
-    assert call.request.body is not None
-    return msgspec.json.decode(call.request.body)
-
-
-def sent(dialect: str, **params: Any) -> dict[str, Any]:
-    """The fields a free-text chat call sends besides model and messages."""
-    body = body_of(dialect, **params)
-    return {k: v for k, v in body.items() if k not in ("model", "messages")}
-
+from tests.test_core import body_of, sent
 
 # Written out, not computed: each from the server's own request handling (see _reasoning.py).
 ON = {"chat_template_kwargs": {"enable_thinking": True}}

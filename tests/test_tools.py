@@ -21,6 +21,7 @@ from lmclient._stream_state import StreamState
 from lmclient._tools import CHOICES, ENFORCEMENT
 from lmclient.testing import FakeLLM
 from tests.conftest import EXAMPLES, FIXTURES, LLAMACPP_LIVE, chat_body
+from tests.test_core import body_of, sent
 
 
 class Weather(msgspec.Struct):
@@ -120,18 +121,6 @@ def test_functions_take_named_parameters_only() -> None:
 
 
 # -- request fields per dialect ------------------------------------------------------------
-
-
-def body_of(dialect: str, output_type: Any = str, endpoint: Any = "chat", **params: Any) -> Any:
-    core = _core.ClientCore("http://h/v1", "m", dialect=dialect)
-    call = core.prepare("create", "Q", output_type, endpoint, params)
-    assert call.request.body is not None
-    return msgspec.json.decode(call.request.body)
-
-
-def sent(dialect: str, **params: Any) -> dict[str, Any]:
-    body = body_of(dialect, **params)
-    return {k: v for k, v in body.items() if k not in ("model", "messages")}
 
 
 NAMED = {"type": "function", "function": {"name": "add"}}
