@@ -183,19 +183,25 @@ async def test_async_stream_items_over_sockets(fake: FakeLLM, url: str) -> None:
         assert checked_out(client) == 0
 
 
-def test_first_item_arrives_before_the_last_chunk_is_sent(url: str) -> None:
-    """The server is held at a gate before its last chunk; the first item must already be out."""
+def gated_fake(value: Any) -> tuple[FakeLLM, threading.Event]:
+    """A fake that streams ``value`` in 8-byte chunks and holds its last chunk until the
+    returned gate is set (a client that never sets it fails the server's wait)."""
     gate = threading.Event()
-    total: list[int] = []
+    text = msgspec.json.encode(value).decode()
+    last = len(text) // 8 + 3 - 1  # role chunk, content chunks, finish chunk: the last's index
 
     def pace(index: int) -> None:
-        if total and index >= total[0] - 1:
+        if index >= last:
             assert gate.wait(10), "the client never released the gate"
 
     fake = FakeLLM(on_chunk=pace)
-    text = msgspec.json.encode(PEOPLE).decode()
     fake.reply(text, chunk_size=8)
-    total.append(len(text) // 8 + 3)  # role chunk, content chunks, finish chunk
+    return fake, gate
+
+
+def test_first_item_arrives_before_the_last_chunk_is_sent() -> None:
+    """The server is held at a gate before its last chunk; the first item must already be out."""
+    fake, gate = gated_fake(PEOPLE)
     with (
         fake.serve() as base_url,
         lmclient.Client(base_url, model=MODEL) as client,

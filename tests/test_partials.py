@@ -11,7 +11,6 @@ import dataclasses
 import itertools
 import json
 import re
-import threading
 from collections.abc import Iterator
 from typing import Annotated, Any, Generic, Literal, TypedDict, TypeVar
 
@@ -28,6 +27,7 @@ from lmclient._dialects import DIALECTS
 from lmclient._partial import ObjectFields, PartialObject, fields_of
 from lmclient._types import compile_output
 from lmclient.testing import FakeLLM
+from tests.test_loopback import gated_fake
 
 T = TypeVar("T")
 
@@ -406,19 +406,9 @@ def test_server_whitespace_padded_json(fake: FakeLLM, url: str) -> None:
         assert s.value == RECORD and "\n" in s.text
 
 
-def test_first_snapshot_arrives_before_the_last_chunk_is_sent(url: str) -> None:
+def test_first_snapshot_arrives_before_the_last_chunk_is_sent() -> None:
     """The server is held at a gate before its last chunk; a snapshot must already be out."""
-    gate = threading.Event()
-    total: list[int] = []
-
-    def pace(index: int) -> None:
-        if total and index >= total[0] - 1:
-            assert gate.wait(10), "the client never released the gate"
-
-    fake = FakeLLM(on_chunk=pace)
-    text = msgspec.json.encode(RECORD).decode()
-    fake.reply(text, chunk_size=8)
-    total.append(len(text) // 8 + 3)  # role chunk, content chunks, finish chunk
+    fake, gate = gated_fake(RECORD)
     with (
         fake.serve() as base_url,
         lmclient.Client(base_url) as client,
