@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from ._async_client import AsyncClient
     from ._client import Client
     from ._dialects import ServerInfo
+    from ._embeddings import Embeddings
     from ._markers import Choice, Grammar, JsonSchema, Regex
     from ._params import CallParams, CreateParams
     from ._progress import Progress
@@ -49,6 +50,7 @@ _LAZY = {
     "AsyncClient": "_async_client",
     "Client": "_client",
     "ServerInfo": "_dialects",
+    "Embeddings": "_embeddings",
     "CallParams": "_params",
     "CreateParams": "_params",
     "AsyncStream": "_stream",
@@ -82,6 +84,7 @@ __all__ = [
     "Client",
     "ConfigurationError",
     "CreateParams",
+    "Embeddings",
     "Grammar",
     "JsonSchema",
     "LMClientError",

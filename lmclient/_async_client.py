@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import httpx
@@ -11,6 +11,15 @@ import httpx
 from . import errors
 from ._core import DEFAULT_MAX_RESPONSE_BYTES, Call, ClientCore, Lookup
 from ._dialects import Endpoint, ServerInfo, Whitespace
+from ._embeddings import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_CONCURRENCY,
+    EmbeddingJob,
+    Embeddings,
+    Vector,
+    check_tokenize,
+    tokenize_call,
+)
 from ._markers import Choice, Grammar, Regex
 from ._params import Prompt
 from ._proxies import environment_proxy
@@ -274,6 +283,112 @@ class AsyncClient:
         """The ids of the models the server serves (``GET /v1/models``)."""
         return await self._send(self._core.models_call())
 
+    async def embed(
+        self,
+        texts: Sequence[str],
+        *,
+        model: str | None = None,
+        dimensions: int | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        timeout: float | httpx.Timeout | None = None,
+        deadline: float | None = None,
+        max_retries: int | None = None,
+    ) -> list[Vector]:
+        """The embedding of each text (``POST /v1/embeddings``), in the texts' order: float32
+        arrays (``array.array("f")``: 4 bytes a value, a buffer ``numpy.frombuffer`` views
+        without a copy), asked for as base64 where the server reads it and decoded without
+        numpy. A single str is refused: pass ``[text]``. The texts go in requests of at most
+        ``batch_size``, ``concurrency`` of them at once; ``deadline`` bounds the whole call,
+        retries and timeouts apply to each request."""
+        job = EmbeddingJob(
+            self._core,
+            "embed",
+            texts,
+            model=model,
+            dimensions=dimensions,
+            batch_size=batch_size,
+            concurrency=concurrency,
+            params={"timeout": timeout, "deadline": deadline, "max_retries": max_retries},
+        )
+        if not job.ready:
+            await self._setup()
+        return job.result(await self._send_all(job.calls(), concurrency)).vectors
+
+    async def create_embeddings(
+        self,
+        texts: Sequence[str],
+        *,
+        model: str | None = None,
+        dimensions: int | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        timeout: float | httpx.Timeout | None = None,
+        deadline: float | None = None,
+        max_retries: int | None = None,
+    ) -> Embeddings:
+        """`embed`, with the usage summed over its requests and the model that answered."""
+        job = EmbeddingJob(
+            self._core,
+            "create_embeddings",
+            texts,
+            model=model,
+            dimensions=dimensions,
+            batch_size=batch_size,
+            concurrency=concurrency,
+            params={"timeout": timeout, "deadline": deadline, "max_retries": max_retries},
+        )
+        if not job.ready:
+            await self._setup()
+        return job.result(await self._send_all(job.calls(), concurrency))
+
+    async def tokenize(
+        self,
+        text: str,
+        *,
+        model: str | None = None,
+        add_special_tokens: bool = False,
+        timeout: float | httpx.Timeout | None = None,
+        deadline: float | None = None,
+        max_retries: int | None = None,
+    ) -> list[int]:
+        """The token ids of ``text`` by the server's tokenizer (``POST /tokenize`` on vLLM,
+        SGLang and llama.cpp; refused elsewhere). ``add_special_tokens`` (BOS, ...) is sent
+        explicitly, as the servers' defaults differ; without them counts add up."""
+        params = {"timeout": timeout, "deadline": deadline, "max_retries": max_retries}
+        if not check_tokenize(self._core, "tokenize", text, model, add_special_tokens):
+            await self._setup()
+        call = tokenize_call(
+            self._core,
+            "tokenize",
+            text,
+            model=model,
+            add_special_tokens=add_special_tokens,
+            params=params,
+        )
+        return await self._send(call)
+
+    async def count_tokens(
+        self,
+        text: str,
+        *,
+        model: str | None = None,
+        add_special_tokens: bool = False,
+        timeout: float | httpx.Timeout | None = None,
+        deadline: float | None = None,
+        max_retries: int | None = None,
+    ) -> int:
+        """How many tokens ``text`` is, by the server's tokenizer (see `tokenize`)."""
+        tokens = await self.tokenize(
+            text,
+            model=model,
+            add_special_tokens=add_special_tokens,
+            timeout=timeout,
+            deadline=deadline,
+            max_retries=max_retries,
+        )
+        return len(tokens)
+
     # -- plumbing ------------------------------------------------------------------------------
 
     async def _many(
@@ -392,6 +507,26 @@ class AsyncClient:
             except errors.LMClientError as exc:
                 delay = call.backoff(exc)
             await asyncio.sleep(delay)
+
+    async def _send_all(self, calls: list[Lookup[T]], concurrency: int) -> list[T]:
+        """Send every call, at most ``concurrency`` at once; the answers in the calls' order.
+        A failure cancels the requests still in flight."""
+        if len(calls) <= 1 or concurrency == 1:
+            return [await self._send(call) for call in calls]
+        gate = asyncio.Semaphore(concurrency)
+
+        async def send(call: Lookup[T]) -> T:
+            async with gate:
+                return await self._send(call)
+
+        tasks = [asyncio.ensure_future(send(call)) for call in calls]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
 
     async def _open(self, call: Call) -> AsyncOpened:
         """Open a stream, retrying while nothing has been yielded yet."""

@@ -21,6 +21,7 @@ import msgspec
 from lmclient._servers import SERVERS
 
 from ._constraints import Constraint, served_constraint
+from ._embeddings import embeddings_response, tokenize_response
 from ._errors import ConstraintError, UnsatisfiableError
 from ._faults import MARK, Fault, FaultKind, shape, status_body
 from ._grammar import grammar_literals, grammar_sentence
@@ -83,6 +84,10 @@ class FakeLLM:
     ``None``, answers the probe of vLLM 0.11 (which reads both ``structured_outputs`` and
     ``guided_*``) and reads every known placement, so one fake serves clients of any dialect;
     ``"generic"`` answers no probe and reads every placement.
+
+    It also answers ``POST /v1/embeddings`` (a deterministic unit vector per text, float or
+    base64 as asked, ``dimensions`` honoured) and ``POST /tokenize`` (one id per four
+    characters) where the imitated server has them, in that server's shapes.
 
     Mount it with ``with fake.serve() as base_url:`` (a real HTTP server on 127.0.0.1) or
     ``with fake.mock() as base_url:`` (respx routes for any httpx client); while mounted,
@@ -512,6 +517,8 @@ class FakeLLM:
             return fixed
         if request.endpoint == "models" and request.method == "GET":
             return self._models()
+        if request.endpoint in ("embeddings", "tokenize") and request.method == "POST":
+            return self._embeddings(request, decoded)
         if request.endpoint not in ("chat", "completions") or request.method != "POST":
             return error_response(
                 404, f"Route {request.method} {path} not found", "not_found_error", code=404
@@ -519,6 +526,12 @@ class FakeLLM:
         if bad_json or not isinstance(decoded, dict):
             return _bad_request("The request body is not a JSON object")
         return self._generate(request, decoded)
+
+    def _embeddings(self, request: RecordedRequest, body: Any) -> FakeResponse:
+        """``/v1/embeddings`` and ``/tokenize``, as the imitated server has them."""
+        if request.endpoint == "embeddings":
+            return embeddings_response(request, body, self.server, self.models)
+        return tokenize_response(request, body, self.server)
 
     def _models(self) -> FakeResponse:
         cards = [

@@ -9,7 +9,7 @@ from ._constraints import Constraint, read_constraint
 
 __all__ = ["Endpoint", "RecordedRequest", "endpoint_of"]
 
-Endpoint = Literal["chat", "completions", "models", "other"]
+Endpoint = Literal["chat", "completions", "models", "embeddings", "tokenize", "other"]
 
 
 def endpoint_of(path: str) -> Endpoint:
@@ -21,6 +21,10 @@ def endpoint_of(path: str) -> Endpoint:
         return "completions"
     if path.endswith("/models"):
         return "models"
+    if path.endswith("/embeddings"):
+        return "embeddings"
+    if path.endswith("/tokenize"):
+        return "tokenize"
     return "other"
 
 
