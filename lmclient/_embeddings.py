@@ -244,6 +244,8 @@ class EmbeddingJob:
     @property
     def ready(self) -> bool:
         """The dialect and the model are known: no set-up request is needed first."""
+        if not self.texts:
+            return True  # nothing to send: nothing to learn first
         return self.core.dialect is not None and (self.model or self.core.model) is not None
 
     def refusals(self, dialect: str) -> Endpoints:
@@ -266,6 +268,8 @@ class EmbeddingJob:
         """One request per batch of at most ``batch_size`` texts (none for no texts); their
         deadline, if any, runs from now for all of them: it bounds the whole call."""
         core = self.core
+        if not self.texts:
+            return []
         assert core.dialect is not None, "set-up (dialect) must come first"
         endpoints = self.refusals(core.dialect.name)
         model = self.model or core.model
