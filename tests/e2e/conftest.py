@@ -20,6 +20,19 @@ def llama() -> Iterator[llamacpp.LlamaServer]:
         yield server
 
 
+@pytest.fixture(scope="session")
+def llama_embeddings() -> Iterator[llamacpp.LlamaServer]:
+    """A second llama-server, computing embeddings (``--embeddings``): mean pooling of the last
+    hidden states, as the Gemma 3 base model defines no pooling of its own (and ``none`` is not
+    OpenAI-compatible). One slot: with two, this build embeds the sequences batched together
+    differently from the same texts alone (by up to 0.16 per value, measured), so identical
+    texts would not get identical vectors. Stopped, by its process, when the session ends."""
+    llamacpp.ensure_installed()
+    extra = ("--embeddings", "--pooling", "mean")
+    with llamacpp.LlamaServer(parallel=1, extra_args=extra) as server:
+        yield server
+
+
 @pytest.fixture
 def base_url(llama: llamacpp.LlamaServer) -> str:
     return llama.base_url
