@@ -17,7 +17,8 @@ from ._embeddings import (
     EmbeddingJob,
     Embeddings,
     Vector,
-    check_tokenize,
+    check_tokens,
+    count_call,
     tokenize_call,
 )
 from ._markers import Choice, Grammar, Regex
@@ -312,7 +313,7 @@ class AsyncClient:
             params={"timeout": timeout, "deadline": deadline, "max_retries": max_retries},
         )
         if not job.ready:
-            await self._setup()
+            await self._setup_for(model)
         return job.result(await self._send_all(job.calls(), concurrency)).vectors
 
     async def create_embeddings(
@@ -339,7 +340,7 @@ class AsyncClient:
             params={"timeout": timeout, "deadline": deadline, "max_retries": max_retries},
         )
         if not job.ready:
-            await self._setup()
+            await self._setup_for(model)
         return job.result(await self._send_all(job.calls(), concurrency))
 
     async def tokenize(
@@ -356,8 +357,8 @@ class AsyncClient:
         SGLang and llama.cpp; refused elsewhere). ``add_special_tokens`` (BOS, ...) is sent
         explicitly, as the servers' defaults differ; without them counts add up."""
         params = {"timeout": timeout, "deadline": deadline, "max_retries": max_retries}
-        if not check_tokenize(self._core, "tokenize", text, model, add_special_tokens):
-            await self._setup()
+        if not check_tokens(self._core, "tokenize", text, model, add_special_tokens):
+            await self._setup_for(model)
         call = tokenize_call(
             self._core,
             "tokenize",
@@ -370,7 +371,7 @@ class AsyncClient:
 
     async def count_tokens(
         self,
-        text: str,
+        prompt: Prompt,
         *,
         model: str | None = None,
         add_special_tokens: bool = False,
@@ -378,16 +379,22 @@ class AsyncClient:
         deadline: float | None = None,
         max_retries: int | None = None,
     ) -> int:
-        """How many tokens ``text`` is, by the server's tokenizer (see `tokenize`)."""
-        tokens = await self.tokenize(
-            text,
+        """How many tokens ``prompt`` is, by the server's tokenizer: a text's (see `tokenize`),
+        or a list of messages' as the server renders them for a chat completion, its chat
+        template and generation prompt included (vLLM and SGLang ``/tokenize``, llama.cpp
+        ``/v1/chat/completions/input_tokens``)."""
+        params = {"timeout": timeout, "deadline": deadline, "max_retries": max_retries}
+        if not check_tokens(self._core, "count_tokens", prompt, model, add_special_tokens):
+            await self._setup_for(model)
+        call = count_call(
+            self._core,
+            "count_tokens",
+            prompt,
             model=model,
             add_special_tokens=add_special_tokens,
-            timeout=timeout,
-            deadline=deadline,
-            max_retries=max_retries,
+            params=params,
         )
-        return len(tokens)
+        return await self._send(call)
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -480,6 +487,13 @@ class AsyncClient:
                 await self._probe_server(advisory=self._core.forced is not None)
             if self._core.model is None:
                 self._core.adopt_models(await self._send(self._core.models_call()))
+
+    async def _setup_for(self, model: str | None) -> None:
+        """`_setup`; only the probes (the dialect) when the call names its own model."""
+        if model is None:
+            await self._setup()
+        else:
+            await self.probe()
 
     async def _probe_server(self, *, advisory: bool = False) -> ServerInfo:
         """All probes at once (the set-up lock held). ``advisory``: a forced dialect only asks

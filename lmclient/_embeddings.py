@@ -29,13 +29,13 @@ from __future__ import annotations
 import array
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 import msgspec
 
 from . import errors
-from ._core import Lookup, PreparedRequest
-from ._params import check_params
+from ._core import Lookup, PreparedRequest, _messages
+from ._params import Prompt, check_params
 from ._protocol import Usage
 from ._types import DECODE_ERRORS
 
@@ -57,7 +57,8 @@ __all__ = [
     "Embeddings",
     "Endpoints",
     "Vector",
-    "check_tokenize",
+    "check_tokens",
+    "count_call",
     "decode_embeddings",
     "tokenize_call",
 ]
@@ -135,7 +136,12 @@ class _Tokens(msgspec.Struct, gc=False):
     count: int | None = None
 
 
+class _InputTokens(msgspec.Struct):
+    input_tokens: Annotated[int, msgspec.Meta(ge=0)]
+
+
 _BATCH = msgspec.json.Decoder(_Batch)
+_INPUT_TOKENS = msgspec.json.Decoder(_InputTokens)
 _TOKENS = msgspec.json.Decoder(_Tokens)
 _encode = msgspec.json.Encoder().encode
 
@@ -202,7 +208,7 @@ class EmbeddingJob:
     """One `embed` call: its texts checked and cut into batches, one `Lookup` per batch, and
     their answers joined in input order."""
 
-    __slots__ = ("batch_size", "core", "dimensions", "model", "params", "texts", "where")
+    __slots__ = ("batch_size", "core", "dimensions", "model", "params", "texts")
 
     def __init__(
         self,
@@ -231,7 +237,6 @@ class EmbeddingJob:
         _check_count(f"{where}(): batch_size", batch_size)
         _check_count(f"{where}(): concurrency", concurrency)
         self.core = core
-        self.where = where
         self.texts = list(texts)
         self.model = model
         self.dimensions = dimensions
@@ -304,20 +309,19 @@ class EmbeddingJob:
             raise errors.ProtocolError(
                 f"the batches' embeddings differ in size: {sorted(size)} dimensions"
             )
-        usages = [b.usage for b in batches]
+        reported = [b.usage for b in batches if b.usage is not None]
         usage = None
-        if batches and all(u is not None for u in usages):
+        if batches and len(reported) == len(batches):
             usage = Usage(
-                prompt_tokens=_sum(u.prompt_tokens for u in usages),  # type: ignore[union-attr]
-                total_tokens=_sum(u.total_tokens for u in usages),  # type: ignore[union-attr]
+                prompt_tokens=_sum([u.prompt_tokens for u in reported]),
+                total_tokens=_sum([u.total_tokens for u in reported]),
             )
         return Embeddings(vectors, usage, batches[0].model if batches else None)
 
 
-def _sum(counts: Any) -> int | None:
+def _sum(counts: list[int | None]) -> int | None:
     """The sum of token counts, ``None`` if some request did not report its count."""
-    values = list(counts)
-    return None if any(v is None for v in values) else sum(values)
+    return None if None in counts else sum(c for c in counts if c is not None)
 
 
 def tokenize_call(
@@ -332,31 +336,70 @@ def tokenize_call(
     """The request for ``text``'s token ids (the dialect known); refused where the server has
     no tokenizer endpoint. ``add_special_tokens`` is always sent, as the servers' defaults
     differ (vLLM and SGLang add them, llama.cpp does not)."""
-    ready = check_tokenize(core, where, text, model, add_special_tokens)
+    ready = check_tokens(core, where, text, model, add_special_tokens)
     assert ready and core.dialect is not None, "set-up (dialect, model) must come first"
-    shape = ENDPOINTS[core.dialect.name].tokenize
-    model = model or core.model
-    if shape == "llamacpp":
-        body: dict[str, Any] = {"model": model, "content": text, "add_special": add_special_tokens}
-    else:
-        body = {"model": model, "prompt": text, "add_special_tokens": add_special_tokens}
-    request = PreparedRequest(
-        "POST", core.root_url + "/tokenize", core._post_headers, _encode(body)
-    )
+    request = _text_request(core, core.dialect.name, text, model, add_special_tokens)
     return Lookup(core, request, _token_ids, attempt_params(where, params))
 
 
-def check_tokenize(
-    core: ClientCore, where: str, text: Any, model: Any, add_special_tokens: Any
+def count_call(
+    core: ClientCore,
+    where: str,
+    prompt: Prompt,
+    *,
+    model: str | None,
+    add_special_tokens: bool,
+    params: Mapping[str, Any],
+) -> Lookup[int]:
+    """The request for the number of tokens of ``prompt``: a text's, as `tokenize_call`; a
+    list of messages', as the server renders them for a chat completion (its chat template and
+    generation prompt included): vLLM's and SGLang's ``/tokenize`` with ``messages`` (their
+    defaults are that rendering), llama.cpp's ``/v1/chat/completions/input_tokens``."""
+    ready = check_tokens(core, where, prompt, model, add_special_tokens)
+    assert ready and core.dialect is not None, "set-up (dialect, model) must come first"
+    dialect = core.dialect.name
+    if isinstance(prompt, str):
+        request = _text_request(core, dialect, prompt, model, add_special_tokens)
+        return Lookup(core, request, _token_count, attempt_params(where, params))
+    body = _encode({"model": model or core.model, "messages": _messages(prompt)})
+    if ENDPOINTS[dialect].tokenize == "llamacpp":
+        url = core.base_url + "/chat/completions/input_tokens"
+        request = PreparedRequest("POST", url, core._post_headers, body)
+        return Lookup(core, request, _input_tokens, attempt_params(where, params))
+    request = PreparedRequest("POST", core.root_url + "/tokenize", core._post_headers, body)
+    return Lookup(core, request, _token_count, attempt_params(where, params))
+
+
+def _text_request(
+    core: ClientCore, dialect: str, text: str, model: str | None, add_special_tokens: bool
+) -> PreparedRequest:
+    body: dict[str, Any] = {"model": model or core.model}
+    if ENDPOINTS[dialect].tokenize == "llamacpp":
+        body.update(content=text, add_special=add_special_tokens)
+    else:
+        body.update(prompt=text, add_special_tokens=add_special_tokens)
+    return PreparedRequest("POST", core.root_url + "/tokenize", core._post_headers, _encode(body))
+
+
+def check_tokens(
+    core: ClientCore, where: str, prompt: Any, model: Any, add_special_tokens: Any
 ) -> bool:
-    """The checks of a `tokenize` call's input, and the dialect's refusal once it is known
-    (given, or probed); whether the call is ready (dialect and model known)."""
-    if not isinstance(text, str):
-        raise TypeError(f"{where}() takes a str, not {type(text).__name__}")
-    if model is not None and not isinstance(model, str):
-        raise TypeError(f"{where}(): model must be a str, not {type(model).__name__}")
+    """The checks of a `tokenize` or `count_tokens` call's input (a str; for `count_tokens`,
+    or messages), and the dialect's refusal once it is known (given, or probed); whether the
+    call is ready (dialect and model known)."""
     if not isinstance(add_special_tokens, bool):
         raise TypeError(f"{where}(): add_special_tokens must be a bool")
+    if not isinstance(prompt, str):
+        if where != "count_tokens":
+            raise TypeError(f"{where}() takes a str, not {type(prompt).__name__}")
+        _messages(prompt)
+        if add_special_tokens:
+            raise ValueError(
+                f"{where}(): add_special_tokens applies to a text; the chat template adds "
+                "the special tokens of messages"
+            )
+    if model is not None and not isinstance(model, str):
+        raise TypeError(f"{where}(): model must be a str, not {type(model).__name__}")
     known = core.dialect or core.forced
     if known is not None and ENDPOINTS[known.name].tokenize is None:
         able = sorted(name for name, e in ENDPOINTS.items() if e.tokenize)
@@ -378,3 +421,14 @@ def _token_ids(body: bytes) -> list[int]:
             body=body,
         )
     return answer.tokens
+
+
+def _token_count(body: bytes) -> int:
+    return len(_token_ids(body))
+
+
+def _input_tokens(body: bytes) -> int:
+    try:
+        return _INPUT_TOKENS.decode(body).input_tokens
+    except DECODE_ERRORS as exc:
+        raise errors.ProtocolError(f"unexpected token count body ({exc})", body=body) from None

@@ -19,7 +19,7 @@ import lmclient
 from lmclient import _embeddings
 from lmclient._embeddings import ENDPOINTS, decode_embeddings
 from lmclient.testing import FakeLLM
-from lmclient.testing._embeddings import DIMENSIONS, fake_tokens, fake_vector
+from lmclient.testing._embeddings import DIMENSIONS, chat_text, fake_tokens, fake_vector
 
 BASE = "http://embed.test/v1"
 # The fake server each dialect is tried against: its own, or one that reads every field.
@@ -238,6 +238,61 @@ def test_exact_tokenize_body_per_dialect(dialect: str) -> None:
     assert with_bos == len(tokens) + 1
 
 
+MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"}]
+
+
+@pytest.mark.parametrize("dialect", sorted(d for d, e in ENDPOINTS.items() if e.tokenize))
+def test_count_tokens_of_messages_per_dialect(dialect: str) -> None:
+    fake = FakeLLM(server=FAKE_SERVER[dialect])
+    with fake.serve() as url, lmclient.Client(url, model="fake-model", dialect=dialect) as client:
+        count = client.count_tokens(MESSAGES)
+    (sent,) = [r for r in fake.requests if r.endpoint == "tokenize"]
+    # the servers' defaults render messages as for a chat completion: nothing else is sent
+    assert sent.body == {"model": "fake-model", "messages": MESSAGES}
+    if ENDPOINTS[dialect].tokenize == "llamacpp":
+        assert sent.path == "/v1/chat/completions/input_tokens"
+    else:
+        assert sent.path == "/tokenize"
+    assert count == len(fake_tokens(chat_text(MESSAGES), True))
+
+
+async def test_count_tokens_of_messages_async() -> None:
+    fake = FakeLLM(server="llamacpp")
+    with fake.serve() as url:
+        async with lmclient.AsyncClient(url) as client:
+            assert await client.count_tokens(MESSAGES) == len(
+                fake_tokens(chat_text(MESSAGES), True)
+            )
+
+
+@pytest.mark.parametrize(
+    ("prompt", "kwargs", "error", "message"),
+    [
+        ([], {}, TypeError, "non-empty list of message dicts"),
+        ([{"content": "no role"}], {}, TypeError, "'role' str"),
+        (MESSAGES, {"add_special_tokens": True}, ValueError, "chat template adds"),
+        (3, {}, TypeError, "non-empty list of message dicts"),
+    ],
+)
+def test_count_tokens_checks_messages_first(
+    fake: FakeLLM, url: str, prompt: Any, kwargs: dict[str, Any], error: type, message: str
+) -> None:
+    with lmclient.Client(url) as client, pytest.raises(error, match=message):
+        client.count_tokens(prompt, **kwargs)
+    assert fake.requests == []
+
+
+def test_a_malformed_token_count_is_a_protocol_error() -> None:
+    fake = FakeLLM(server="llamacpp")
+    fake.add_route("POST", "/v1/chat/completions/input_tokens", {"input_tokens": -1})
+    with (
+        fake.serve() as url,
+        lmclient.Client(url) as client,
+        pytest.raises(lmclient.ProtocolError, match="unexpected token count body"),
+    ):
+        client.count_tokens(MESSAGES)
+
+
 def test_tokenize_checks_its_input_first(fake: FakeLLM, url: str) -> None:
     with lmclient.Client(url) as client:
         with pytest.raises(TypeError, match="takes a str"):
@@ -315,6 +370,27 @@ def test_the_model_can_be_chosen_per_call() -> None:
         client.embed(["a"])
     models = [r.body["model"] for r in fake.requests if r.endpoint in ("embeddings", "tokenize")]
     assert models == ["other", "other", "fake-model"]
+
+
+def test_a_call_that_names_its_model_needs_only_the_probes() -> None:
+    """A client without a model, on a server of several: the call's model is enough."""
+    fake = FakeLLM(models=["one", "two"])
+    with fake.serve() as url, lmclient.Client(url) as client:
+        client.embed(["a"], model="two")
+        client.count_tokens("a", model="two")
+        with pytest.raises(lmclient.LMClientError, match="exactly one model"):
+            client.embed(["a"])
+    sent = [r.body["model"] for r in fake.requests if r.endpoint in ("embeddings", "tokenize")]
+    assert sent == ["two", "two"]
+
+
+async def test_a_call_that_names_its_model_needs_only_the_probes_async() -> None:
+    fake = FakeLLM(models=["one", "two"])
+    with fake.serve() as url:
+        async with lmclient.AsyncClient(url) as client:
+            await client.tokenize("a", model="one")
+            with pytest.raises(lmclient.LMClientError, match="exactly one model"):
+                await client.count_tokens("a")
 
 
 def test_a_float_answer_to_a_base64_request_is_read_too() -> None:

@@ -13,10 +13,17 @@ import sys
 import zlib
 from typing import Any
 
-from ._recording import RecordedRequest
+from ._recording import RecordedRequest, message_text
 from ._wire import FakeResponse, error_response, estimate_tokens, json_response
 
-__all__ = ["DIMENSIONS", "embeddings_response", "fake_tokens", "fake_vector", "tokenize_response"]
+__all__ = [
+    "DIMENSIONS",
+    "chat_text",
+    "embeddings_response",
+    "fake_tokens",
+    "fake_vector",
+    "tokenize_response",
+]
 
 DIMENSIONS = 32  # the fake model's embedding size, when no ``dimensions`` is asked for
 BOS = 2  # the token id the fake's tokenizer adds first when special tokens are asked for
@@ -87,14 +94,28 @@ def embeddings_response(
 
 
 def tokenize_response(request: RecordedRequest, body: Any, server: str | None) -> FakeResponse:
-    """``POST /tokenize``: vLLM's and SGLang's ``{prompt, add_special_tokens}`` →
-    ``{count, max_model_len, tokens}``, llama.cpp's ``{content, add_special}`` → ``{tokens}``
-    (each with its server's default); 404 on servers without it."""
+    """``POST /tokenize``: vLLM's and SGLang's ``{prompt, add_special_tokens}`` or
+    ``{messages}`` → ``{count, max_model_len, tokens}``, llama.cpp's ``{content, add_special}``
+    → ``{tokens}`` (each with its server's default); llama.cpp's ``POST
+    /v1/chat/completions/input_tokens`` ``{messages}`` → ``{input_tokens}``. 404 on servers
+    without them."""
     shape = _endpoints(server).tokenize
-    if shape is None or request.path != "/tokenize":
+    counting = request.path.endswith("/chat/completions/input_tokens")
+    served = request.path == "/tokenize" or (counting and shape == "llamacpp")
+    if shape is None or not served:
         return _not_found(request)
     if not isinstance(body, dict):
         return _bad_request("The request body is not a JSON object")
+    messages = body.get("messages")
+    if counting or (shape == "vllm" and messages is not None):
+        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+            return _bad_request("messages: a list of messages is required")
+        tokens = fake_tokens(chat_text(messages), True)
+        if counting:
+            return json_response(
+                200, {"input_tokens": len(tokens), "object": "response.input_tokens"}
+            )
+        return json_response(200, {"count": len(tokens), "max_model_len": 8192, "tokens": tokens})
     if shape == "llamacpp":
         text = body.get("content", "")
         add = body.get("add_special", False)
@@ -107,6 +128,13 @@ def tokenize_response(request: RecordedRequest, body: Any, server: str | None) -
     if shape == "llamacpp":
         return json_response(200, {"tokens": tokens})
     return json_response(200, {"count": len(tokens), "max_model_len": 8192, "tokens": tokens})
+
+
+def chat_text(messages: list[dict[str, Any]]) -> str:
+    """The fake's chat template: ``<role>text`` and a newline per message, then the
+    generation prompt ``<assistant>``; it is tokenized with the BOS token first."""
+    turns = "".join(f"<{m.get('role')}>{message_text(m)}\n" for m in messages)
+    return turns + "<assistant>"
 
 
 def _base64(vector: list[float]) -> str:

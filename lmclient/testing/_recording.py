@@ -23,7 +23,7 @@ def endpoint_of(path: str) -> Endpoint:
         return "models"
     if path.endswith("/embeddings"):
         return "embeddings"
-    if path.endswith("/tokenize"):
+    if path.endswith(("/tokenize", "/input_tokens")):
         return "tokenize"
     return "other"
 

@@ -104,3 +104,15 @@ async def test_tokenize_async(llama: llamacpp.LlamaServer) -> None:
     async with lmclient.AsyncClient(llama.base_url) as client:
         assert await client.count_tokens("") == 0
         assert await client.count_tokens("one two three") > 0
+
+
+def test_count_tokens_of_messages_is_the_chat_prompts(llama: llamacpp.LlamaServer) -> None:
+    messages = [{"role": "user", "content": "Hello world, this is lmclient."}]
+    with lmclient.Client(llama.base_url) as client:
+        count = client.count_tokens(messages)
+        text = client.count_tokens("Hello world, this is lmclient.")
+        # what the server counted for the same prompt as a chat completion
+        usage = client.create(messages, max_tokens=1).usage
+    assert usage is not None
+    assert count == usage.prompt_tokens
+    assert count > text  # the chat template's turn markers and generation prompt

@@ -253,3 +253,16 @@ def test_a_regex_the_engine_rejects_is_a_bad_request(vllm_url: str) -> None:
     ):
         client.generate("Hi", lmclient.Regex(r"(a)\1"), max_tokens=4)
     assert info.value.status_code == 400
+
+
+def test_tokenize_and_count_tokens(vllm_url: str) -> None:
+    """vLLM's root ``/tokenize``, for a text and for messages as a chat completion renders them."""
+    messages = [{"role": "user", "content": "Hello world"}]
+    with lmclient.Client(vllm_url) as client:
+        tokens = client.tokenize("Hello world")
+        with_special = client.count_tokens("Hello world", add_special_tokens=True)
+        count = client.count_tokens(messages)
+        usage = client.create(messages, max_tokens=1).usage
+    assert tokens and all(isinstance(t, int) for t in tokens)
+    assert with_special >= len(tokens)
+    assert usage is not None and count == usage.prompt_tokens
