@@ -48,7 +48,8 @@ def bodies() -> dict[str, bytes]:
 
     def body(encode: Callable[[array.array[float]], object]) -> bytes:
         data = [
-            {"object": "embedding", "index": i, "embedding": encode(v)} for i, v in enumerate(vectors)
+            {"object": "embedding", "index": i, "embedding": encode(v)}
+            for i, v in enumerate(vectors)
         ]
         answer = {"object": "list", "data": data, "model": MODEL, "usage": usage}
         return json.dumps(answer, separators=(",", ":")).encode()
@@ -67,7 +68,7 @@ def serve() -> None:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("content-length", 0)))
             body = answers[self.path.strip("/").split("/")[0]]
             self.send_response(200)
@@ -176,7 +177,8 @@ def report(rounds: int, seconds: float, command: str) -> str:
         f"One call embeds {VECTORS:,} texts; its answer is {VECTORS:,} vectors of {WIDTH:,} "
         "floats, from a loopback server in its own process (a fixed body).",
         "",
-        "| client | CPU ms per 1,000 vectors (median) | min | wall ms (median) | CPU ÷ lmclient base64 |",
+        "| client | CPU ms per 1,000 vectors (median) | min | wall ms (median) "
+        "| CPU ÷ lmclient base64 |",
         "|---|---:|---:|---:|---:|",
     ]
     base = medians["lmclient `embed` (base64)"]
@@ -209,7 +211,9 @@ def main() -> None:
         return
     for name in ("no_proxy", "NO_PROXY"):  # the loopback server is reached directly
         os.environ[name] = ",".join(filter(None, [os.environ.get(name), "127.0.0.1"]))
-    command = "python benchmarks/embeddings.py" + (" --docs docs/performance.md" if args.docs else "")
+    command = "python benchmarks/embeddings.py" + (
+        " --docs docs/performance.md" if args.docs else ""
+    )
     text = report(3 if args.quick else 15, time.perf_counter(), command)
     print(text)
     if args.docs is not None:
