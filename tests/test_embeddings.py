@@ -7,7 +7,10 @@ from __future__ import annotations
 import array
 import base64
 import json
+import socket
 import struct
+import time
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -451,6 +454,31 @@ def test_the_fake_imitates_each_server() -> None:
     with fake.serve() as url:
         tokens = httpx.post(url.removesuffix("/v1") + "/tokenize", json={"content": "abcde"})
     assert tokens.json() == {"tokens": fake_tokens("abcde", False)}  # llama.cpp's default
+
+
+@pytest.fixture
+def silent_url() -> Iterator[str]:
+    """A server that accepts connections and never answers."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+
+
+def test_a_batch_that_outlives_the_deadline_fails_the_call(silent_url: str) -> None:
+    client = lmclient.Client(silent_url, model="m", dialect="vllm", max_retries=3)
+    started = time.monotonic()
+    with client, pytest.raises(lmclient.APITimeoutError):
+        client.embed(TEXTS, batch_size=2, concurrency=1, deadline=0.3)
+    assert time.monotonic() - started < 10  # a hang guard: retries stop at the deadline
+
+
+async def test_a_batch_that_outlives_the_deadline_fails_the_call_async(silent_url: str) -> None:
+    async with lmclient.AsyncClient(silent_url, model="m", dialect="llamacpp") as client:
+        with pytest.raises(lmclient.APITimeoutError):
+            await client.embed(TEXTS, batch_size=2, concurrency=2, deadline=0.3)
+        with pytest.raises(lmclient.APITimeoutError):
+            await client.count_tokens("abc", timeout=0.3, max_retries=0)
 
 
 # -- retries (respx: one answer then another) ---------------------------------------------------
