@@ -392,3 +392,20 @@ def test_longest_path_is_accepted() -> None:
 def test_unix_base_url_names_the_fix(cls: Any) -> None:
     with pytest.raises(lmclient.ConfigurationError, match=r"uds='/run/vllm.sock' instead"):
         cls("unix:///run/vllm.sock")
+
+
+# -- the command line ------------------------------------------------------------------------------
+
+
+@pytest.mark.slow  # a uvicorn process
+def test_cli_uds(server: Stack, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--uds PATH`` on the commands: the URL defaults to the socket's."""
+    from lmclient._cli import main
+
+    assert server.uds is not None
+    assert main(["models", "--uds", server.uds]) == 0
+    assert capsys.readouterr().out.split() == [MODEL]
+    assert main(["generate", "cli", "--uds", server.uds, "--dialect", "vllm"]) == 0
+    assert msgspec.json.decode(capsys.readouterr().out)["prompt"] == "cli"
+    assert main(["probe", "--uds", server.uds]) == 0
+    assert f"http://localhost/v1 over {server.uds}" in capsys.readouterr().out
