@@ -24,6 +24,7 @@ import pytest
 import respx
 
 import lmclient
+from lmclient.testing import FakeLLM
 from tests.conftest import chat_body
 from tests.stacks.app import MODEL, stream_items
 from tests.stacks.servers import Stack, Stacks
@@ -409,3 +410,38 @@ def test_cli_uds(server: Stack, capsys: pytest.CaptureFixture[str]) -> None:
     assert msgspec.json.decode(capsys.readouterr().out)["prompt"] == "cli"
     assert main(["probe", "--uds", server.uds]) == 0
     assert f"http://localhost/v1 over {server.uds}" in capsys.readouterr().out
+
+
+# -- the project's fake on a socket ----------------------------------------------------------------
+
+
+def test_fake_llm_serves_a_socket(short_dir: Path) -> None:
+    """``FakeLLM().serve(uds=path)``: scripted replies, streams and auto-detection over the
+    socket, the Host the client's base URL names; the socket file is gone afterwards."""
+    path = short_dir / "fake.sock"
+    fake = FakeLLM()
+    fake.reply("scripted")
+    with fake.serve(uds=path) as url:
+        assert url == "http://localhost/v1" and path.is_socket()
+        with lmclient.Client(uds=path) as client:  # model=None, dialect="auto"
+            assert client.generate("hi") == "scripted"
+            assert client.dialect == "vllm"
+            opened = len(client._transport._pool.connections())  # the probes' (concurrent)
+            with client.stream("again") as stream:
+                assert "".join(stream) == "scripted" == stream.value
+            assert client.generate("hi") == "scripted"
+            assert len(client._transport._pool.connections()) == opened  # reused
+    assert not path.exists()
+    assert {r.headers["host"] for r in fake.requests} == {"localhost"}
+
+
+async def test_fake_llm_serves_a_socket_async(short_dir: Path) -> None:
+    path = short_dir / "fake.sock"
+    fake = FakeLLM()
+    with fake.serve(uds=str(path)):
+        async with lmclient.AsyncClient(uds=path, dialect="vllm") as client:
+            values = await asyncio.wait_for(client.generate_many(["a", "b", "c"], int), HANG)
+            async with client.stream("count", list[int]) as stream:
+                assert [item async for item in stream.items()] == stream.value
+    assert all(isinstance(v, int) for v in values)
+    assert not path.exists()
