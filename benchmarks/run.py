@@ -99,10 +99,11 @@ def p90(values: list[int]) -> float:
 
 
 @contextmanager
-def server() -> Iterator[int]:
-    """Start `server.py`, yield its port, stop it by PID (SIGTERM, then SIGKILL after 5 s)."""
+def server(uds: str | None = None) -> Iterator[int]:
+    """Start `server.py` (also on the Unix socket ``uds``, if given), yield its port, stop it by
+    PID (SIGTERM, then SIGKILL after 5 s)."""
     proc = subprocess.Popen(
-        [sys.executable, str(HERE / "server.py"), "--port", "0"],
+        [sys.executable, str(HERE / "server.py"), "--port", "0", *(["--uds", uds] if uds else [])],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -406,9 +407,12 @@ def run(plan: Plan, command: str) -> str:
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     started = time.perf_counter()
-    with server() as port:
+    with (
+        tempfile.TemporaryDirectory(prefix="lmc-bench-", dir="/tmp") as tmp,
+        server(uds := f"{tmp}/bench.sock") as port,
+    ):
         capacity = measure_server(port, max(500, plan.throughput_total))
-        small_s = small_call_scenarios(port)
+        small_s = small_call_scenarios(port, uds)
         small = interleaved(
             small_s, loop, rounds=plan.rounds, per_round=plan.per_round, warmup=plan.warmup
         )

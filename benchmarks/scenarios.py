@@ -357,7 +357,9 @@ def _person_from_completion(body: bytes) -> Person:
 # -- one call, small structured response ----------------------------------------------------------
 
 
-def small_call_scenarios(port: int) -> list[Scenario]:
+def small_call_scenarios(port: int, uds: str | None = None) -> list[Scenario]:
+    """The small call by each client; with ``uds`` (the server's Unix socket) lmclient's over the
+    socket too, against the same server process."""
     base = f"http://127.0.0.1:{port}/small/v1"
     url = base + "/chat/completions"
 
@@ -423,7 +425,7 @@ def small_call_scenarios(port: int) -> list[Scenario]:
     async def aiohttp_post() -> Person:
         return _person_from_completion(await aio.post(request_body(PERSON_FIELDS)))
 
-    return [
+    scenarios = [
         Scenario("raw socket + msgspec (floor)", raw_floor, close=raw.close),
         Scenario("httpx.Client.post + msgspec", httpx_client, close=hx.close),
         Scenario("httpx transport direct + msgspec", httpx_transport, close=transport.close),
@@ -432,6 +434,29 @@ def small_call_scenarios(port: int) -> list[Scenario]:
         Scenario("aiohttp ClientSession.post + msgspec", acall=aiohttp_post, close=aio.close),
         Scenario("lmclient Client.generate", lmclient_sync, close=lm.close),
         Scenario("lmclient AsyncClient.generate", acall=lmclient_async, close=alm.aclose),
+    ]
+    if uds is None:
+        return scenarios
+    lm_uds = lmclient.Client("http://localhost/small/v1", model=MODEL, dialect="vllm", uds=uds)
+
+    def lmclient_uds() -> Person:
+        return lm_uds.generate(PROMPT, Person)
+
+    alm_uds = lmclient.AsyncClient(
+        "http://localhost/small/v1", model=MODEL, dialect="vllm", uds=uds
+    )
+
+    async def lmclient_uds_async() -> Person:
+        return await alm_uds.generate(PROMPT, Person)
+
+    return [
+        *scenarios,
+        Scenario("lmclient Client.generate, Unix socket", lmclient_uds, close=lm_uds.close),
+        Scenario(
+            "lmclient AsyncClient.generate, Unix socket",
+            acall=lmclient_uds_async,
+            close=alm_uds.aclose,
+        ),
     ]
 
 

@@ -14,6 +14,9 @@ segment, so each scenario's ``base_url`` says what it gets back:
 * ``/stats``          ``{"requests": n, "cpu_seconds": s}``: the server's own CPU time, so the
   harness can report what a request costs the server (it must never be the bottleneck).
 
+With ``--uds PATH`` it also serves the same on a Unix socket (lmclient's ``uds=``), to compare a
+call over the socket with one over TCP loopback against the same process.
+
 Responses mirror vLLM's field set, so that decoding them costs what decoding a real one does.
 """
 
@@ -204,9 +207,11 @@ class Handler(asyncio.Protocol):
             self.transport.write(out[0] if len(out) == 1 else b"".join(out))
 
 
-async def serve(port: int) -> None:
+async def serve(port: int, uds: str | None = None) -> None:
     loop = asyncio.get_running_loop()
     server = await loop.create_server(Handler, "127.0.0.1", port, backlog=1024)
+    if uds is not None:
+        await loop.create_unix_server(Handler, uds, backlog=1024)  # closed when the process ends
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
@@ -218,9 +223,10 @@ async def serve(port: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0, help="0: any free port (printed)")
+    parser.add_argument("--uds", metavar="PATH", help="also serve on this Unix socket")
     args = parser.parse_args()
     try:
-        asyncio.run(serve(args.port))
+        asyncio.run(serve(args.port, args.uds))
     except KeyboardInterrupt:
         sys.exit(0)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -62,6 +63,7 @@ class AsyncClient:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         headers: Mapping[str, str] | None = None,
         http_client: httpx.AsyncClient | None = None,
+        uds: str | os.PathLike[str] | None = None,
         defaults: Mapping[str, Any] | None = None,
         whitespace: Whitespace = "compact",
     ) -> None:
@@ -78,9 +80,11 @@ class AsyncClient:
             headers=headers,
             defaults=defaults,
             whitespace=whitespace,
+            uds=uds,
         )
-        proxy = None if http_client is not None else environment_proxy(self._core.base_url)
-        self._transport = AsyncTransport(http_client, proxy)
+        direct = http_client is not None or self._core.uds is not None  # no environment proxy
+        proxy = None if direct else environment_proxy(self._core.base_url)
+        self._transport = AsyncTransport(http_client, proxy, self._core.uds)
         self._setup_lock = asyncio.Lock()
 
     def __repr__(self) -> str:

@@ -84,6 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="API key (default: $LMCLIENT_API_KEY, then $OPENAI_API_KEY; prefer those: a flag "
         "is visible to other users in the process list)",
     )
+    key.add_argument(
+        "--uds",
+        metavar="PATH",
+        help="connect to the server's Unix socket (the URL then defaults to "
+        "http://localhost/v1 and gives only the Host header and the path)",
+    )
     server = argparse.ArgumentParser(add_help=False, parents=[key])
     server.add_argument(
         "--url",
@@ -406,16 +412,21 @@ def _add_whitespace(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -
 def make_client(args: argparse.Namespace, model: str | None, dialect: str) -> Client:
     from ._client import Client
 
-    url = server_url(args.url)
+    url = server_url(args.url, args.uds)
     if getattr(args, "whitespace", None) == "server":  # --whitespace: on the generating commands
-        return Client(url, model, api_key=args.api_key, dialect=dialect, whitespace="server")
-    return Client(url, model, api_key=args.api_key, dialect=dialect)
+        return Client(
+            url, model, api_key=args.api_key, dialect=dialect, whitespace="server", uds=args.uds
+        )
+    return Client(url, model, api_key=args.api_key, dialect=dialect, uds=args.uds)
 
 
-def server_url(given: str | None) -> str:
+def server_url(given: str | None, uds: str | None = None) -> str:
+    """The base URL: the one given, else with ``--uds`` the socket's default, else the
+    environment's (as `Client` decides)."""
+    from ._config import UDS_BASE_URL
     from ._params import env_base_url
 
-    url = env_base_url(given)
+    url = (given or UDS_BASE_URL) if uds is not None else env_base_url(given)
     if not url:
         raise UsageError("no server URL: give one on the command line, or set LMCLIENT_BASE_URL")
     return url

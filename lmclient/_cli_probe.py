@@ -105,9 +105,10 @@ def probe(args: argparse.Namespace) -> int:
     """``lmclient probe``: what the server is; with ``--check``, what it enforces."""
     with make_client(args, _PROBE_ONLY_MODEL, "auto") as client:
         info = client.probe()  # exactly what a first call with dialect="auto" learns
-    url = server_url(args.url)
+    url = server_url(args.url, args.uds)
     report: dict[str, Any] = {
         "url": url,
+        **({"uds": args.uds} if args.uds else {}),
         "kind": info.kind,
         "version": info.version,
         "dialect": info.dialect,
@@ -200,7 +201,7 @@ def _field_name(key: str, value: Any) -> str:
 def _print_probe(report: dict[str, Any], rows: list[_Row]) -> None:
     version = f" {report['version']}" if report["version"] else ""
     lines = [
-        ("url", report["url"]),
+        ("url", report["url"] + (f" over {report['uds']}" if "uds" in report else "")),
         ("server", f"{report['kind']}{version}"),
         ("dialect", report["dialect"]),
         ("models", ", ".join(report["models"]) or "(none listed)"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -64,6 +65,7 @@ class Client:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         headers: Mapping[str, str] | None = None,
         http_client: httpx.Client | None = None,
+        uds: str | os.PathLike[str] | None = None,
         defaults: Mapping[str, Any] | None = None,
         whitespace: Whitespace = "compact",
     ) -> None:
@@ -80,9 +82,11 @@ class Client:
             headers=headers,
             defaults=defaults,
             whitespace=whitespace,
+            uds=uds,
         )
-        proxy = None if http_client is not None else environment_proxy(self._core.base_url)
-        self._transport = SyncTransport(http_client, proxy)
+        direct = http_client is not None or self._core.uds is not None  # no environment proxy
+        proxy = None if direct else environment_proxy(self._core.base_url)
+        self._transport = SyncTransport(http_client, proxy, self._core.uds)
         self._setup_lock = threading.Lock()
 
     def __repr__(self) -> str:

@@ -19,12 +19,22 @@ The rules, and why:
   ``Transfer-Encoding``, ``Connection`` and the other hop-by-hop ones) are lmclient's to set: one
   from the user would disagree with the body actually sent, or with the connection's reuse, and
   httpx and lmclient's own transport would each handle it differently.
+* A Unix socket (``uds=``, as httpx's ``HTTPTransport(uds=...)``) replaces the TCP connection
+  only: the base URL still gives the ``Host`` header and the paths, and defaults to
+  ``http://localhost/v1`` (not to the environment's base URL, which names a TCP server). A
+  ``unix://`` base URL is refused rather than guessed at: its path is the socket's, so the HTTP
+  path (``/v1``) would have to be invented, and ``unix:///run/vllm.sock/v1`` is ambiguous. TLS
+  over a socket is refused (no server here offers it); so is a path the kernel cannot hold
+  (``sun_path``: 107 bytes on Linux, 103 on macOS and the BSDs), before any request.
 """
 
 from __future__ import annotations
 
 import base64
+import os
 import re
+import socket
+import sys
 from collections.abc import Mapping
 
 import httpx
@@ -32,7 +42,10 @@ import httpx
 from .__version__ import __version__
 from .errors import ConfigurationError
 
-__all__ = ["ClientURL", "client_headers", "client_url"]
+__all__ = ["UDS_BASE_URL", "ClientURL", "client_headers", "client_uds", "client_url"]
+
+UDS_BASE_URL = "http://localhost/v1"  # the base URL of a client given only uds=
+_SUN_PATH = 108 if sys.platform == "linux" else 104  # sockaddr_un's path, with its NUL
 
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _BAD_VALUE = re.compile(r"[^\t\x20-\x7e\x80-\xff]")
@@ -74,6 +87,11 @@ def client_url(base_url: str) -> ClientURL:
         authorization = "Basic " + base64.b64encode(credentials).decode("ascii")
         url = url.copy_with(username=None, password=None)
     shown = str(url)  # without the credentials
+    if url.scheme == "unix":
+        raise ConfigurationError(
+            f"base_url {shown!r}: pass the socket as uds='{url.path}' instead (base_url then "
+            f"defaults to {UDS_BASE_URL!r}: the Host header and the API's path)"
+        )
     if url.scheme not in ("http", "https") or not url.host:
         raise ConfigurationError(f"base_url must be an http(s) URL with a host, not {shown!r}")
     if url.query or url.fragment:
@@ -81,6 +99,33 @@ def client_url(base_url: str) -> ClientURL:
             f"base_url must have no query or fragment (lmclient appends paths to it): {shown!r}"
         )
     return ClientURL(shown.rstrip("/"), url.host, authorization)
+
+
+def client_uds(uds: str | os.PathLike[str], url: ClientURL) -> str:
+    """The checked path of ``uds=`` (see the module's rules)."""
+    try:
+        path = os.fspath(uds)
+    except TypeError:
+        path = None
+    if not isinstance(path, str):
+        raise ConfigurationError(f"uds must be a str or os.PathLike path, not {uds!r}")
+    if not hasattr(socket, "AF_UNIX"):
+        raise ConfigurationError("uds=: Unix sockets are not available on this platform")
+    if not path or "\0" in path:
+        raise ConfigurationError(f"uds must be a socket's path, not {path!r}")
+    size = len(os.fsencode(path))
+    if size >= _SUN_PATH:
+        raise ConfigurationError(
+            f"uds={path!r} is {size} bytes long; a Unix socket's path holds at most "
+            f"{_SUN_PATH - 1} here: use a shorter one (a relative path, or a symlink to the "
+            "socket's directory)"
+        )
+    if url.base_url.startswith("https:"):
+        raise ConfigurationError(
+            f"uds= with an https base_url ({url.base_url!r}): lmclient speaks plain HTTP over a "
+            "Unix socket; use an http:// base_url"
+        )
+    return path
 
 
 def client_headers(

@@ -26,7 +26,7 @@ import httpx
 import msgspec
 
 from . import errors
-from ._config import client_headers, client_url
+from ._config import UDS_BASE_URL, client_headers, client_uds, client_url
 from ._dialects import (
     PROBE_PATHS,
     Dialect,
@@ -86,13 +86,15 @@ class ClientCore:
         defaults: Mapping[str, Any] | None = None,
         max_reasks: int = 0,
         whitespace: Whitespace = "compact",
+        uds: str | os.PathLike[str] | None = None,
     ) -> None:
-        base_url = env_base_url(base_url)
+        base_url = (base_url or UDS_BASE_URL) if uds is not None else env_base_url(base_url)
         if not base_url:
             raise ConfigurationError(
                 "no base_url: pass Client(base_url=...) or set LMCLIENT_BASE_URL or OPENAI_BASE_URL"
             )
         url = client_url(base_url)
+        self.uds = None if uds is None else client_uds(uds, url)  # the socket, else TCP
         check_params(
             "Client",
             {
@@ -138,7 +140,8 @@ class ClientCore:
 
     def __repr__(self) -> str:  # never the API key
         dialect = "auto" if self.dialect is None else self.dialect.name
-        return f"base_url={self.base_url!r}, model={self.model!r}, dialect={dialect!r}"
+        uds = "" if self.uds is None else f", uds={self.uds!r}"
+        return f"base_url={self.base_url!r}{uds}, model={self.model!r}, dialect={dialect!r}"
 
     # -- set-up: what model=None and dialect="auto" leave open --------------------------------
 

@@ -795,7 +795,9 @@ def _stop_all_at_exit() -> None:
 
 
 class LlamaServer:
-    """A llama-server process on 127.0.0.1 serving the cached model; a context manager.
+    """A llama-server process on 127.0.0.1 serving the cached model; a context manager. With
+    ``uds`` (a path ending in ``.sock``: llama-server's way of telling a socket from a host) it
+    listens on that Unix socket as well.
 
     ``start()`` blocks until ``GET /health`` answers 200 (bounded by ``ready_timeout``);
     ``stop()`` sends SIGTERM, then SIGKILL, and always reaps the process; an atexit hook stops
@@ -817,9 +819,12 @@ class LlamaServer:
         log_path: Path | str | None = None,
         installation: Installation | None = None,
         die_with_parent: bool = True,
+        uds: Path | str | None = None,
     ) -> None:
         if parallel < 1 or threads < 1:
             raise ValueError("parallel and threads must be >= 1")
+        if uds is not None and not str(uds).endswith(".sock"):
+            raise ValueError(f"uds={str(uds)!r}: llama-server takes a socket path ending in .sock")
         if ctx // parallel < 256:
             raise ValueError(
                 f"ctx={ctx} split over parallel={parallel} slots leaves {ctx // parallel} tokens "
@@ -835,6 +840,7 @@ class LlamaServer:
         self._requested_port = port
         self._log_path_arg = Path(log_path) if log_path is not None else None
         self._installation = installation
+        self.uds = None if uds is None else str(uds)
         self._port: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_path: Path | None = None
@@ -906,7 +912,7 @@ class LlamaServer:
             "-np",
             str(self.parallel),
             "--host",
-            LOOPBACK,
+            LOOPBACK if self.uds is None else f"{LOOPBACK},{self.uds}",  # comma-separated
             "--port",
             str(port),
         ]
@@ -944,6 +950,8 @@ class LlamaServer:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_path = log_path
         self._port = port
+        if self.uds is not None and Path(self.uds).is_socket():
+            Path(self.uds).unlink()  # an earlier attempt's (it lost the port race): bind would fail
         with log_path.open("wb") as log_fh:
             self._proc = subprocess.Popen(
                 self.command(inst, port),

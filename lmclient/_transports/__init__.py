@@ -27,7 +27,11 @@ the same request head to the same server again and again, so the transports here
   (counted after decoding), a stream by flow control (reading pauses while `STREAM_HIGH_WATER`
   bytes wait for the reader) and the read timeout, and the head by the parser;
 * TLS with httpx's own context (`httpx.create_ssl_context`: certifi, verification on,
-  ``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured); no proxies; no redirects.
+  ``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured); no proxies; no redirects;
+* a Unix socket instead of TCP when the client has ``uds=`` (httpx's name): every connection of
+  that transport goes to the socket, whatever the URL's host, and is pooled, checked and timed
+  like a TCP one; only the connect differs (``AF_UNIX``, no TCP options), so a TCP call pays
+  nothing for it. The environment's proxies never apply to a socket.
 
 Three cases go through httpx instead: a user's ``http_client`` (its public ``send()``, so
 their proxies, mounts and HTTP/2 apply), a server the environment puts behind a proxy

@@ -28,6 +28,7 @@ from lmclient._transports.common import (
     StaleConnection,
     Target,
     Targets,
+    check_uds,
     httpx_error,
     httpx_request,
     io_error,
@@ -358,9 +359,14 @@ class AsyncTransport:
     """Non-blocking I/O for `AsyncClient`; mirrors `SyncTransport`."""
 
     def __init__(
-        self, http_client: httpx.AsyncClient | None = None, proxy: str | None = None
+        self,
+        http_client: httpx.AsyncClient | None = None,
+        proxy: str | None = None,
+        uds: str | None = None,
     ) -> None:
+        check_uds(http_client, uds)
         self._client = http_client
+        self._uds = uds  # every connection to this Unix socket, whatever the URL's host
         self._via_httpx = http_client is not None or proxy is not None
         self._pool: Pool[_AsyncConnection] = Pool()
         self._targets = Targets()
@@ -498,23 +504,25 @@ class AsyncTransport:
 
         if target.tls and self._ssl is None:
             self._ssl = ssl_context()
-        try:
-            _, conn = await asyncio.wait_for(
-                loop.create_connection(
-                    factory,
-                    target.host,
-                    target.port,
-                    ssl=self._ssl if target.tls else None,
-                    server_hostname=target.host if target.tls else None,
-                ),
-                or_none(timeout),
+        uds = self._uds
+        if uds is None:
+            where = f"{target.host}:{target.port}"
+            connecting = loop.create_connection(
+                factory,
+                target.host,
+                target.port,
+                ssl=self._ssl if target.tls else None,
+                server_hostname=target.host if target.tls else None,
             )
+        else:  # (a Unix socket has no TLS here: refused when the client is made)
+            where = f"the Unix socket {uds}"
+            connecting = loop.create_unix_connection(factory, uds)
+        try:
+            _, conn = await asyncio.wait_for(connecting, or_none(timeout))
         except asyncio.TimeoutError:  # not a TimeoutError before Python 3.11
-            raise errors.APITimeoutError(
-                f"timed out connecting to {target.host}:{target.port}"
-            ) from None
+            raise errors.APITimeoutError(f"timed out connecting to {where}") from None
         except OSError as exc:
-            raise io_error(exc, f"connecting to {target.host}:{target.port}") from exc
+            raise io_error(exc, f"connecting to {where}") from exc
         self._pool.add(conn)
         return conn
 
@@ -525,7 +533,7 @@ class AsyncTransport:
             req = httpx_request(self._client, request, timeouts)
             return await self._client.send(req, stream=True, follow_redirects=False)
         if self._httpx is None:
-            self._httpx = httpx.AsyncHTTPTransport(limits=DEFAULT_LIMITS)
+            self._httpx = httpx.AsyncHTTPTransport(limits=DEFAULT_LIMITS, uds=self._uds)
         return await self._httpx.handle_async_request(httpx_request(None, request, timeouts))
 
     async def _httpx_send(

@@ -332,6 +332,15 @@ class PatchWatch:
         return True
 
 
+def check_uds(http_client: object, uds: str | None) -> None:
+    """A user's ``http_client`` decides where it connects: ``uds=`` beside it would be ignored."""
+    if uds is not None and http_client is not None:
+        raise errors.ConfigurationError(
+            "uds= and http_client= were both given, and the http_client's transport decides "
+            "where it connects: give the socket to it (httpx.HTTPTransport(uds=...)) instead"
+        )
+
+
 def ssl_context() -> ssl.SSLContext:
     """httpx's TLS settings: certifi's roots (or SSL_CERT_FILE/SSL_CERT_DIR), verification on."""
     return httpx.create_ssl_context()

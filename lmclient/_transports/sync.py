@@ -28,6 +28,7 @@ from lmclient._transports.common import (
     StreamResponse,
     Target,
     Targets,
+    check_uds,
     httpx_error,
     httpx_request,
     io_error,
@@ -62,12 +63,13 @@ def _timeval(timeout: float) -> bytes:
 class _SyncConnection:
     """A socket and what the pool needs to know about it.
 
-    A plain TCP socket is blocking, its send and receive timeouts the kernel's (SO_SNDTIMEO,
-    SO_RCVTIMEO: a timed-out call raises BlockingIOError), each set only when its value changes:
-    a socket with a Python timeout waits in poll() before every send and every receive, a system
-    call each. A signal handled while a call waits restarts that call (PEP 475), and with it the
-    kernel's timeout. A TLS socket keeps Python's timeout, one for both directions (the ssl
-    module would retry a read that the kernel timed out), as do other platforms."""
+    A plain socket (TCP or Unix) is blocking, its send and receive timeouts the kernel's
+    (SO_SNDTIMEO, SO_RCVTIMEO: a timed-out call raises BlockingIOError), each set only when its
+    value changes: a socket with a Python timeout waits in poll() before every send and every
+    receive, a system call each. A signal handled while a call waits restarts that call
+    (PEP 475), and with it the kernel's timeout. A TLS socket keeps Python's timeout, one for
+    both directions (the ssl module would retry a read that the kernel timed out), as do other
+    platforms."""
 
     __slots__ = ("idle_since", "kernel", "origin", "read_timeout", "sock", "stale", "write_timeout")
 
@@ -188,8 +190,15 @@ class _SyncBody:
 class SyncTransport:
     """Blocking I/O for `Client`."""
 
-    def __init__(self, http_client: httpx.Client | None = None, proxy: str | None = None) -> None:
+    def __init__(
+        self,
+        http_client: httpx.Client | None = None,
+        proxy: str | None = None,
+        uds: str | None = None,
+    ) -> None:
+        check_uds(http_client, uds)
         self._client = http_client
+        self._uds = uds  # every connection to this Unix socket, whatever the URL's host
         self._via_httpx = http_client is not None or proxy is not None
         self._pool: Pool[_SyncConnection] = Pool()
         self._targets = Targets()
@@ -342,10 +351,18 @@ class SyncTransport:
             pooled = False
 
     def _connect(self, target: Target, timeout: float) -> _SyncConnection:
+        uds = self._uds
         try:
-            sock = socket.create_connection((target.host, target.port), or_none(timeout))
+            if uds is None:
+                sock = socket.create_connection((target.host, target.port), or_none(timeout))
+            else:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if uds is None:
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                else:  # (TCP options fail on a Unix socket; a Unix socket has no TLS here)
+                    sock.settimeout(or_none(timeout))
+                    sock.connect(uds)
                 if target.tls:
                     if self._ssl is None:
                         self._ssl = ssl_context()
@@ -355,7 +372,8 @@ class SyncTransport:
                 sock.close()
                 raise
         except OSError as exc:
-            raise io_error(exc, f"connecting to {target.host}:{target.port}") from exc
+            where = f"{target.host}:{target.port}" if uds is None else f"the Unix socket {uds}"
+            raise io_error(exc, f"connecting to {where}") from exc
         self._pool.add(conn)
         return conn
 
@@ -366,7 +384,7 @@ class SyncTransport:
             req = httpx_request(self._client, request, timeouts)
             return self._client.send(req, stream=True, follow_redirects=False)
         if self._httpx is None:
-            self._httpx = httpx.HTTPTransport(limits=DEFAULT_LIMITS)
+            self._httpx = httpx.HTTPTransport(limits=DEFAULT_LIMITS, uds=self._uds)
         return self._httpx.handle_request(httpx_request(None, request, timeouts))
 
     def _httpx_send(

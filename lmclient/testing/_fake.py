@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import os
 import random
 import re
 import threading
@@ -457,14 +458,17 @@ class FakeLLM:
 
     # -- mounting --------------------------------------------------------------------------
 
-    def serve(self) -> AbstractContextManager[str]:
-        """Run a real HTTP/1.1 server on 127.0.0.1; yields its base URL (``.../v1``).
+    def serve(self, *, uds: str | os.PathLike[str] | None = None) -> AbstractContextManager[str]:
+        """Run a real HTTP/1.1 server on 127.0.0.1; yields its base URL (``.../v1``). With
+        ``uds`` (a path where nothing exists yet), on that Unix socket instead, for clients made
+        with ``uds=`` the same path; it yields ``http://localhost/v1`` and removes the socket
+        when done.
 
         Leaving the block stops it promptly, even while a stall, a delay or an endless stream
         is in progress: their waits end when the server stops."""
         from ._server import serve
 
-        return serve(self)
+        return serve(self, uds)
 
     def mock(self, router: respx.Router | None = None) -> AbstractContextManager[str]:
         """Route httpx requests to the fake with respx; yields the base URL to use.

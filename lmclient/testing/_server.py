@@ -1,4 +1,4 @@
-"""Serve a :class:`FakeLLM` over real HTTP/1.1 sockets on 127.0.0.1.
+"""Serve a :class:`FakeLLM` over real HTTP/1.1 sockets on 127.0.0.1, or on a Unix socket.
 
 Real sockets exercise what respx cannot: connection pooling and keep-alive, chunked SSE bodies
 arriving piece by piece, concurrency, timeouts, and connections that break mid-headers,
@@ -9,7 +9,9 @@ server's ``stopping`` event, so stopping the server ends them at once.
 from __future__ import annotations
 
 import math
+import os
 import socket
+import socketserver
 import sys
 import threading
 import time
@@ -31,9 +33,11 @@ _JOIN_TIMEOUT = 5.0  # bound on waiting for connection threads (e.g. a test left
 
 
 @contextmanager
-def serve(fake: FakeLLM) -> Iterator[str]:
-    """Run the server in a background thread; yields ``http://127.0.0.1:PORT/v1``."""
-    server = _Server(fake)
+def serve(fake: FakeLLM, uds: str | os.PathLike[str] | None = None) -> Iterator[str]:
+    """Run the server in a background thread; yields ``http://127.0.0.1:PORT/v1``, or with
+    ``uds`` (a path where nothing exists yet) serves on that Unix socket, removed afterwards,
+    and yields ``http://localhost/v1``, the base URL of ``Client(uds=...)``."""
+    server = _Server(fake) if uds is None else _UnixServer(fake, os.fspath(uds))
     thread = threading.Thread(
         target=server.serve_forever,
         kwargs={"poll_interval": _POLL_INTERVAL},
@@ -41,8 +45,12 @@ def serve(fake: FakeLLM) -> Iterator[str]:
         daemon=True,
     )
     thread.start()
+    if uds is None:
+        base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    else:
+        base_url = "http://localhost/v1"  # the socket is the server; the URL, Host and paths
     try:
-        with fake._mounted_at(f"http://127.0.0.1:{server.server_address[1]}/v1") as url:
+        with fake._mounted_at(base_url) as url:
             yield url
     finally:
         server.stopping.set()  # first: ends every fault's wait, so the joins below are short
@@ -50,6 +58,11 @@ def serve(fake: FakeLLM) -> Iterator[str]:
         server.close_connections(_JOIN_TIMEOUT)
         server.server_close()
         thread.join(_JOIN_TIMEOUT)
+        if uds is not None:
+            try:
+                os.unlink(uds)
+            except FileNotFoundError:
+                pass  # removed by someone else meanwhile
 
 
 class _Server(ThreadingHTTPServer):
@@ -62,13 +75,13 @@ class _Server(ThreadingHTTPServer):
     # kernel then resends them after 1, 3, 7, 15… s, which looks like a slow or hung server.
     request_queue_size = 1024
 
-    def __init__(self, fake: FakeLLM) -> None:
+    def __init__(self, fake: FakeLLM, address: Any = ("127.0.0.1", 0)) -> None:
         self.fake = fake
         self._lock = threading.Lock()
         self._sockets: set[socket.socket] = set()
         self._workers: set[threading.Thread] = set()
         self.stopping = threading.Event()
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(address, _Handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         worker = threading.Thread(
@@ -104,6 +117,16 @@ class _Server(ThreadingHTTPServer):
             worker.join(max(0.0, deadline - time.monotonic()))
 
 
+class _UnixServer(_Server):
+    """`_Server` on a Unix socket, for clients made with ``uds=``."""
+
+    address_family = socket.AF_UNIX
+
+    def server_bind(self) -> None:
+        socketserver.TCPServer.server_bind(self)  # binds the path (HTTPServer's would resolve it)
+        self.server_name, self.server_port = "localhost", 0
+
+
 def _shutdown(sock: socket.socket) -> None:
     try:
         sock.shutdown(socket.SHUT_RDWR)
@@ -119,7 +142,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.connection.family != socket.AF_UNIX:  # (no TCP options on a Unix socket)
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def log_message(self, format: str, *args: Any) -> None:
         """Silence per-request logging: test output should show the tests."""

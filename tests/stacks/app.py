@@ -7,7 +7,8 @@ What an answer holds depends on the request, so that answers cannot be confused:
 
 * a non-streamed answer's content is the JSON ``{"prompt": ..., "port": ..., "pad": ...}``: the
   prompt (the last message, or the completion prompt), the client's TCP port as the server saw
-  it (a proxy passes it in ``x-client-port``), so that tests can count connections, and a pad;
+  it (a proxy passes it in ``x-client-port``; over a Unix socket, which has no port, a number
+  per connection), so that tests can count connections, and a pad;
 * a streamed answer's content is the JSON array ``["<prompt>:0", ..., "<prompt>:N-1"]``, one
   element per ``data:`` event (N = `STREAM_ITEMS`), ending with ``data: [DONE]``.
 
@@ -174,6 +175,22 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 
+# Every connection seen over a Unix socket, kept (so that no id is reused) with its number.
+_CONNECTIONS: dict[int, tuple[object, int]] = {}
+
+
+def _connection_number(receive: Receive) -> int:
+    """A number per connection where the client has no address (a Unix socket): uvicorn's
+    request cycle, whose method ``receive`` is, holds its connection's transport."""
+    transport = getattr(getattr(receive, "__self__", None), "transport", None)
+    if transport is None:
+        return 0
+    known = _CONNECTIONS.get(id(transport))
+    if known is None:
+        known = _CONNECTIONS[id(transport)] = (transport, len(_CONNECTIONS) + 1)
+    return known[1]
+
+
 async def app(scope: Scope, receive: Receive, send: Send) -> None:
     """The ASGI application (HTTP and lifespan)."""
     if scope["type"] == "lifespan":
@@ -195,7 +212,7 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if not message.get("more_body", False):
             break
     headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-    client = scope.get("client") or ("", 0)
+    client = scope.get("client") or ("", _connection_number(receive))
     reply = respond(scope["method"], scope["path"], headers, b"".join(parts), int(client[1]))
     out = [(k.encode(), v.encode()) for k, v in reply.headers]
     if reply.chunks is None:

@@ -1,4 +1,5 @@
-"""Real third-party HTTP server stacks, each a process on 127.0.0.1 started and stopped by PID.
+"""Real third-party HTTP server stacks, each a process on 127.0.0.1 (or a Unix socket in a
+temporary directory) started and stopped by PID.
 
 `Stacks.get(name)` starts a stack on first use (one per session) and returns its `Stack`;
 `Stacks.close()` stops every process it started. A stack that cannot run raises
@@ -33,11 +34,13 @@ __all__ = [
     "StackFailed",
     "StackUnavailable",
     "Stacks",
+    "raw_client",
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.stacks.app:app"
 KEEPALIVE = 1  # seconds: every stack's idle keep-alive timeout
+UDS_ORIGIN = "http://localhost"  # what a client of a Unix-socket stack names (Host: localhost)
 READY_WITHIN = 30.0  # seconds for a process to answer GET /v1/models
 STOP_WITHIN = 10.0
 
@@ -48,6 +51,7 @@ PYTHON_STACKS = (
     "granian",
     "aiohttp",
     "uvicorn-tls",
+    "uvicorn-uds",
 )
 PROXY_STACKS = ("nginx", "nginx-nobuffer", "nginx-gzip", "haproxy")
 STACKS = PYTHON_STACKS + PROXY_STACKS
@@ -55,10 +59,12 @@ STACKS = PYTHON_STACKS + PROXY_STACKS
 
 @dataclass(frozen=True)
 class Stack:
-    """A running stack: ``url`` is its origin (``http(s)://127.0.0.1:PORT``)."""
+    """A running stack: ``url`` is its origin (``http(s)://127.0.0.1:PORT``), or with ``uds``
+    (the Unix socket it listens on) the origin clients name in their requests."""
 
     name: str
     url: str
+    uds: str | None = None
     ca_file: str | None = None  # the CA that signed its certificate (TLS)
     proxy: bool = False  # a reverse proxy in front of uvicorn
     compresses: bool = False  # gzips responses itself when the request accepts gzip
@@ -114,15 +120,16 @@ class Process:
             return ""
         return "\n".join(text.splitlines()[-lines:])
 
-    def wait_ready(self, url: str, ca_file: str | None) -> None:
-        """Poll ``GET url/v1/models`` until it answers 200, the process exits, or
-        `READY_WITHIN` passes. Between attempts the wait is on the process itself."""
+    def wait_ready(self, url: str, ca_file: str | None, uds: str | None = None) -> None:
+        """Poll ``GET url/v1/models`` (over the Unix socket ``uds``, if given) until it answers
+        200, the process exits, or `READY_WITHIN` passes. Between attempts the wait is on the
+        process itself."""
         verify: ssl.SSLContext | bool = (
             ssl.create_default_context(cafile=ca_file) if ca_file else False
         )
         deadline = time.monotonic() + READY_WITHIN
         last = "no attempt"
-        with httpx.Client(verify=verify, timeout=2.0, trust_env=False) as client:
+        with raw_client(verify, timeout=2.0, uds=uds) as client:
             while time.monotonic() < deadline:
                 try:
                     response = client.get(f"{url}/v1/models")
@@ -252,6 +259,8 @@ class Stacks:
                 ca_file=ca,
             )
             return Stack(name, f"https://127.0.0.1:{port}", ca_file=ca)
+        if name == "uvicorn-uds":
+            return self._uvicorn_uds(name)
         if name == "hypercorn":
             argv = [
                 sys.executable, "-m", "hypercorn", APP,
@@ -287,12 +296,32 @@ class Stacks:
             return self._haproxy()
         raise ValueError(f"unknown stack {name!r}")
 
+    def _uvicorn_uds(self, name: str) -> Stack:
+        """uvicorn (httptools) on a Unix socket: a path short enough for any kernel (the
+        temporary directory is short), new for each attempt, as a socket file left behind by a
+        failed start would make the next bind fail."""
+        for attempt in range(3):
+            path = str(self.tmp / f"uvicorn-{attempt}.sock")
+            process = Process(name, self._uvicorn(path, "httptools"), self.tmp / f"{name}.log")
+            self.processes.append(process)
+            try:
+                process.wait_ready(UDS_ORIGIN, None, path)
+            except StackFailed:
+                process.stop()
+                if attempt == 2:
+                    raise
+                continue
+            return Stack(name, UDS_ORIGIN, uds=path)
+        raise AssertionError("unreachable")
+
     @staticmethod
-    def _uvicorn(port: int, http: str, keepalive: int = KEEPALIVE) -> list[str]:
+    def _uvicorn(port: int | str, http: str, keepalive: int = KEEPALIVE) -> list[str]:
+        """uvicorn on ``port`` of 127.0.0.1, or on the Unix socket at the path ``port``."""
+        bind = ["--uds", port] if isinstance(port, str) else ["--port", str(port)]
         return [
             sys.executable, "-m", "uvicorn", APP,
             "--host", "127.0.0.1",
-            "--port", str(port),
+            *bind,
             "--http", http,
             "--timeout-keep-alive", str(keepalive),
             "--log-level", "warning",
@@ -363,6 +392,14 @@ class Stacks:
 
         [port] = self._launch("haproxy", argv)
         return Stack("haproxy", f"http://127.0.0.1:{port}", proxy=True)
+
+
+def raw_client(
+    verify: ssl.SSLContext | bool, timeout: float, uds: str | None = None
+) -> httpx.Client:
+    """A plain httpx client for a stack (over its Unix socket, if it has one), not lmclient."""
+    transport = httpx.HTTPTransport(verify=verify, uds=uds)
+    return httpx.Client(transport=transport, timeout=timeout, trust_env=False)
 
 
 def nginx_config(prefix: Path, upstream: int, ports: dict[str, int]) -> str:

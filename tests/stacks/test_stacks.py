@@ -1,8 +1,9 @@
 """lmclient's `Client` and `AsyncClient`, through their public API, against real third-party HTTP
-stacks: uvicorn (h11, httptools, TLS), hypercorn, granian, aiohttp, and nginx (proxy buffering
-on, off, gzip) and haproxy in front of uvicorn. Each stack serves `tests.stacks.app`, whose
-answers echo the prompt and the client's TCP port, so every answer is checked against its own
-question and the tests can count the connections the client used.
+stacks: uvicorn (h11, httptools, TLS, a Unix socket), hypercorn, granian, aiohttp, and nginx
+(proxy buffering on, off, gzip) and haproxy in front of uvicorn. Each stack serves
+`tests.stacks.app`, whose answers echo the prompt and the client's TCP port (a number per
+connection over the socket), so every answer is checked against its own question and the tests
+can count the connections the client used.
 
 Every stack closes idle connections after 1 s; the client keeps idle connections for 4 s, so
 calls spaced around 1 s send on connections the server is closing at that very moment.
@@ -19,14 +20,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import httpx
 import msgspec
 import pytest
 
 import lmclient
 from lmclient._dialects import Endpoint
 from tests.stacks.app import BIG_PAD, MODEL, stream_items
-from tests.stacks.servers import STACKS, Stack, StackFailed, Stacks, StackUnavailable
+from tests.stacks.servers import STACKS, Stack, StackFailed, Stacks, StackUnavailable, raw_client
 
 pytestmark = pytest.mark.slow  # real server processes: minutes on 2 cores
 
@@ -75,6 +75,7 @@ def sync_client(
         max_retries=0,  # a failure is reported, not retried away
         timeout=TIMEOUT,
         deadline=DEADLINE,
+        uds=stack.uds,
         **options,
     )
 
@@ -89,6 +90,7 @@ def async_client(
         max_retries=0,
         timeout=TIMEOUT,
         deadline=DEADLINE,
+        uds=stack.uds,
         **options,
     )
 
@@ -301,7 +303,7 @@ def raw_content_encoding(stack: Stack, prompt: str) -> str | None:
     """What the stack answers a plain HTTP client that accepts gzip (httpx, not lmclient)."""
     verify = ssl.create_default_context(cafile=stack.ca_file) if stack.ca_file else False
     body = {"model": MODEL, "messages": [{"role": "user", "content": prompt}]}
-    with httpx.Client(verify=verify, trust_env=False, timeout=TIMEOUT) as client:
+    with raw_client(verify, TIMEOUT, stack.uds) as client:
         response = client.post(
             f"{stack.url}/v1/chat/completions", json=body, headers={"accept-encoding": "gzip"}
         )
