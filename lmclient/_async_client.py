@@ -325,7 +325,7 @@ class AsyncClient:
         core = self._core
         if core.model is None or core.dialect is None:  # not `core.ready` (a call, every time)
             core.validate(where, prompt, output_type, endpoint, params)
-            await self._setup()
+            await self._setup(params)
         call = core.prepare(where, prompt, output_type, endpoint, params)
         # `_send`'s loop, with the re-asks (max_reasks) in it too: the hot path of every call,
         # so no coroutine of its own (each one costs its creation, and a step on every wake-up).
@@ -355,15 +355,15 @@ class AsyncClient:
         """The call's request; on first use, after the set-up requests (input checked first)."""
         if not self._core.ready:
             self._core.validate(where, prompt, output_type, endpoint, params)
-            await self._setup()
+            await self._setup(params)
         return self._core.prepare(where, prompt, output_type, endpoint, params, stream=stream)
 
-    async def _setup(self) -> None:
+    async def _setup(self, params: dict[str, Any]) -> None:
         """Learn, once, what ``model=None`` and ``dialect="auto"`` leave open."""
         async with self._setup_lock:
             if self._core.dialect is None:
                 await self._probe_server(advisory=self._core.forced is not None)
-            if self._core.model is None:
+            if self._core.model is None and not self._core.names_model(params):
                 self._core.adopt_models(await self._send(self._core.models_call()))
 
     async def _probe_server(self, *, advisory: bool = False) -> ServerInfo:

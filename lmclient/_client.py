@@ -313,7 +313,7 @@ class Client:
         core = self._core
         if core.model is None or core.dialect is None:  # not `core.ready` (a call, every time)
             core.validate(where, prompt, output_type, endpoint, params)
-            self._setup()
+            self._setup(params)
         call = core.prepare(where, prompt, output_type, endpoint, params)
         # `_send`'s loop, with the re-asks (max_reasks) in it too: the hot path of every call.
         while True:
@@ -342,15 +342,15 @@ class Client:
         """The call's request; on first use, after the set-up requests (input checked first)."""
         if not self._core.ready:
             self._core.validate(where, prompt, output_type, endpoint, params)
-            self._setup()
+            self._setup(params)
         return self._core.prepare(where, prompt, output_type, endpoint, params, stream=stream)
 
-    def _setup(self) -> None:
+    def _setup(self, params: dict[str, Any]) -> None:
         """Learn, once, what ``model=None`` and ``dialect="auto"`` leave open."""
         with self._setup_lock:
             if self._core.dialect is None:
                 self._probe_server(advisory=self._core.forced is not None)
-            if self._core.model is None:
+            if self._core.model is None and not self._core.names_model(params):
                 self._core.adopt_models(self._send(self._core.models_call()))
 
     def _probe_server(self, *, advisory: bool = False) -> ServerInfo:

@@ -17,6 +17,7 @@ from typing import Any, Literal, TypedDict
 import httpx
 import msgspec
 
+from ._serving import SERVING_PARAMS, serving_problem
 from ._tools import Tool
 
 __all__ = [
@@ -58,6 +59,14 @@ class CallParams(TypedDict, total=False):
     # Tools the model may call (`_tools`): chat only, without an output type.
     tools: Sequence[Tool[Any]]
     tool_choice: Literal["auto", "required", "none"] | Tool[Any]
+    # Serving fields (`_serving`): sent where each server reads them, refused elsewhere.
+    model: str
+    headers: Mapping[str, str]
+    request_id: str
+    priority: int
+    cache_salt: str
+    traceparent: str
+    tracestate: str
 
 
 class CreateParams(CallParams, total=False):
@@ -100,6 +109,13 @@ CALL_PARAMS: dict[str, tuple[type, ...]] = {
     "reasoning_effort": (str,),
     "tools": (list, tuple),
     "tool_choice": (str, Tool),
+    "model": (str,),
+    "headers": (Mapping,),
+    "request_id": (str,),
+    "priority": (int,),
+    "cache_salt": (str,),
+    "traceparent": (str,),
+    "tracestate": (str,),
 }
 _EFFORTS = ("low", "medium", "high")
 _CHOICES = ("auto", "required", "none")
@@ -138,6 +154,8 @@ def _value_problem(name: str, value: Any) -> str | None:
         return "must be one of " + ", ".join(map(repr, _EFFORTS))
     if name in ("deadline", "timeout") and isinstance(value, _NUMBER) and value <= 0:
         return "must be a positive number of seconds"
+    if name in SERVING_PARAMS:
+        return serving_problem(name, value)
     return None
 
 
