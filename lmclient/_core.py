@@ -106,7 +106,9 @@ class ClientCore:
         self.defaults = dict(defaults or {})
         check_params("defaults", self.defaults, allow_n=False)
         # Headers in defaults= are the client's: checked and encoded once, like headers=.
-        default_headers = self.defaults.pop("headers", None)
+        given = self.defaults
+        self.defaults = {k: v for k, v in given.items() if k != "headers"}
+        default_headers = given.get("headers")
         if default_headers:
             headers = {**(headers or {}), **default_headers}
         if max_response_bytes < 1:
@@ -137,6 +139,8 @@ class ClientCore:
         self._post_headers = [*self._get_headers, ("content-type", "application/json")]
         # A call's own header lists, one per distinct set of per-call headers (`_call_headers`)
         self._header_lists: dict[tuple[tuple[str, str], ...], list[tuple[str, str]]] = {}
+        if not HEADER_PARAMS.isdisjoint(given):
+            self._check_headers("defaults", given)
         self._plans: dict[tuple[OutputSpec[Any], str, Dialect], _Planned] = {}
         self._urls = {
             "chat": self.base_url + "/chat/completions",
@@ -223,8 +227,11 @@ class ClientCore:
         messages, and the plan once the dialect is known."""
         if params:
             check_params(where, params, allow_n=where == "create")
-            if not HEADER_PARAMS.isdisjoint(params):
-                self._check_headers(where, params)
+        defaults = self.defaults
+        if (params or defaults) and not (
+            HEADER_PARAMS.isdisjoint(params) and HEADER_PARAMS.isdisjoint(defaults)
+        ):
+            self._check_headers(where, {**defaults, **params})
         spec = compile_output(output_type)
         messages = None  # a prompt given as messages (a str is one user message)
         if endpoint == "chat":
@@ -247,7 +254,6 @@ class ClientCore:
         dialect.check_server(self.server_info, planned.plan, endpoint)
         budget = planned.plan.budget
         controls = None  # the reasoning controls, refused now where the server has no field
-        defaults = self.defaults
         if params or defaults:  # the usual call sets neither: no work
             if not (REASONING_PARAMS.isdisjoint(params) and REASONING_PARAMS.isdisjoint(defaults)):
                 controls = reasoning_params(params, defaults)

@@ -25,6 +25,7 @@ __all__ = [
     "PARAMS",
     "CallParams",
     "CreateParams",
+    "FileParams",
     "Prompt",
     "Timeouts",
     "check_params",
@@ -35,8 +36,9 @@ __all__ = [
 Prompt = str | Sequence[Mapping[str, Any]]
 
 
-class CallParams(TypedDict, total=False):
-    """Keyword parameters accepted by every call method (also usable in ``defaults=``)."""
+class FileParams(TypedDict, total=False):
+    """The per-call parameters but those that travel outside the body (the model, headers, the
+    trace context): what a batch file's request line can also be given (`lmclient.batch`)."""
 
     max_tokens: int
     temperature: float
@@ -60,12 +62,17 @@ class CallParams(TypedDict, total=False):
     tools: Sequence[Tool[Any]]
     tool_choice: Literal["auto", "required", "none"] | Tool[Any]
     # Serving fields (`_serving`): sent where each server reads them, refused elsewhere.
-    model: str
-    headers: Mapping[str, str]
     request_id: str
     priority: int
     cache_salt: str
-    traceparent: str
+
+
+class CallParams(FileParams, total=False):
+    """Keyword parameters accepted by every call method (also usable in ``defaults=``)."""
+
+    model: str  # this call's, over the client's (a LoRA adapter is a model name on vLLM)
+    headers: Mapping[str, str]  # merged over the client's
+    traceparent: str  # W3C trace context, sent as headers
     tracestate: str
 
 
@@ -136,7 +143,8 @@ def check_params(where: str, params: Mapping[str, Any], *, allow_n: bool = False
             raise TypeError(f"{where}(): {name} must be {names}, not {type(value).__name__}")
         problem = _value_problem(name, value)
         if problem:
-            raise ValueError(f"{where}(): {name} {problem}, not {value!r}")
+            shown = "" if name == "headers" else f", not {value!r}"  # may hold a credential
+            raise ValueError(f"{where}(): {name} {problem}{shown}")
 
 
 def _value_problem(name: str, value: Any) -> str | None:

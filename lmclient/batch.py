@@ -24,12 +24,15 @@ from ._types import DECODE_ERRORS
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from ._params import CallParams
+    from ._params import FileParams
 
 __all__ = ["read_results", "write_requests"]
 
 _URLS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
-_NOT_IN_A_FILE = ("timeout", "deadline", "max_retries", "max_reasks")
+_NOT_IN_A_FILE = (
+    *("timeout", "deadline", "max_retries", "max_reasks"),
+    *("model", "headers", "traceparent", "tracestate"),  # a request line is a body only
+)
 
 
 class _Request(msgspec.Struct):
@@ -64,7 +67,7 @@ def write_requests(
     model: str,
     dialect: str,
     endpoint: Endpoint = "chat",
-    **params: Unpack[CallParams],
+    **params: Unpack[FileParams],
 ) -> int:
     """Write one Batch API request line per prompt (``custom_id`` is ``request-<index>``); an
     item may be a ``(prompt, output_type)`` pair. Returns how many lines were written. Every
@@ -74,6 +77,13 @@ def write_requests(
         raise TypeError(f"write_requests() got {misplaced[0]!r}, which a batch file cannot carry")
     core = _core(model, dialect)
     items = core.batch("write_requests", prompts, output_type, endpoint, dict(params), 1)
+    if items and params.get("request_id") is not None:
+        first = core.prepare("write_requests", *items[0], endpoint, dict(params))
+        if first.request.headers is not core._post_headers:  # vLLM reads it from a header
+            raise TypeError(
+                f"write_requests(): request_id travels as a header on dialect {dialect!r}, "
+                "which a batch file cannot carry"
+            )
     encode = msgspec.json.Encoder().encode
     with open(path, "wb") as out:
         for index, (prompt, tp) in enumerate(items):

@@ -129,9 +129,12 @@ def test_error_envelopes_over_sockets(
 
 def test_unknown_model_is_not_found() -> None:
     fake = FakeLLM(models=[MODEL])  # a fake restricted to its models, as a real server is
-    with fake.serve() as url, lmclient.Client(url, model="nope") as client:
-        with pytest.raises(lmclient.NotFoundError):
-            client.generate("Q")
+    with (
+        fake.serve() as url,
+        lmclient.Client(url, model="nope") as client,
+        pytest.raises(lmclient.NotFoundError),
+    ):
+        client.generate("Q")
 
 
 def test_model_none_and_truncation_over_sockets(fake: FakeLLM, url: str) -> None:

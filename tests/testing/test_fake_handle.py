@@ -144,11 +144,15 @@ def test_any_model_is_served_unless_models_restricts_it() -> None:
     assert [card["id"] for card in body["data"]] == ["fake-model"]
     restricted = FakeLLM(models=["a"])
     assert chat(restricted, model="a")["model"] == "a"
-    assert send(restricted, "/v1/chat/completions", {"model": "b", "messages": MESSAGES}).status == 404
+    assert (
+        send(restricted, "/v1/chat/completions", {"model": "b", "messages": MESSAGES}).status == 404
+    )
 
 
 def test_unknown_model_is_404_like_vllm() -> None:
-    response = send(FakeLLM(models=["m"]), "/v1/chat/completions", {"model": "x", "messages": MESSAGES})
+    response = send(
+        FakeLLM(models=["m"]), "/v1/chat/completions", {"model": "x", "messages": MESSAGES}
+    )
     assert response.status == 404
     assert msgspec.json.decode(response.body) == {
         "error": {
