@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ._client import Client
     from ._dialects import ServerInfo
     from ._markers import Choice, Grammar, JsonSchema, Regex
-    from ._params import CallParams, CreateParams
+    from ._params import CallParams, CreateParams, FileParams
     from ._progress import Progress
     from ._protocol import TokenLogprob, TopLogprob, Usage
     from ._response import Response
@@ -51,6 +51,7 @@ _LAZY = {
     "ServerInfo": "_dialects",
     "CallParams": "_params",
     "CreateParams": "_params",
+    "FileParams": "_params",
     "AsyncStream": "_stream",
     "Stream": "_stream",
     "Progress": "_progress",
@@ -82,6 +83,7 @@ __all__ = [
     "Client",
     "ConfigurationError",
     "CreateParams",
+    "FileParams",
     "Grammar",
     "JsonSchema",
     "LMClientError",

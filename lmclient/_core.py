@@ -42,7 +42,7 @@ from ._params import CALL_PARAMS, Timeouts, check_params, env_api_key, env_base_
 from ._protocol import ChatCompletion, Completion, ModelList, TokenLogprob, Usage, WireToolCall
 from ._reasoning import REASONING_PARAMS, reasoning_fields, reasoning_params, thinking_room
 from ._response import Response
-from ._serving import HEADER_PARAMS, TABLED, serving_fields, trace_headers
+from ._serving import HEADER_PARAMS, TABLED, check_model, serving_fields, trace_headers
 from ._status import api_error
 from ._tools import ToolCall, check_choice, check_tools, decode_calls, tool_fields, tool_table
 from ._types import DECODE_ERRORS, OutputSpec, compile_output
@@ -264,6 +264,9 @@ class ClientCore:
                 check_tools(where, dialect.name, endpoint, spec, params, defaults, able)
             if not (_TABLED.isdisjoint(params) and _TABLED.isdisjoint(defaults)):
                 self._serving(dialect, {**defaults, **params}, where)  # its refusals, now
+            model = params.get("model") or defaults.get("model")
+            if model is not None and self.server_info is not None:
+                check_model(dialect.name, model, self.server_info.models, where)
         if budget is not None:
             max_tokens = params.get("max_tokens") or self.defaults.get("max_tokens")
             thinking = (thinking_room(controls) or 0) if controls else 0

@@ -42,10 +42,12 @@ from .errors import UnsupportedConstraintError
 
 __all__ = [
     "HEADER_PARAMS",
+    "MODEL_LISTED",
     "SERVING",
     "SERVING_PARAMS",
     "TABLED",
     "Place",
+    "check_model",
     "serving_fields",
     "serving_problem",
     "trace_headers",
@@ -98,6 +100,22 @@ SERVING: dict[str, dict[str, Place]] = {
     "lmstudio": {},
     "openai": {},
 }
+
+
+# Servers that answer a request for any model name with a model they serve: llama.cpp (its one
+# model; in router mode, each one it lists) and TGI (its one model). A name they do not list
+# would be ignored, so a per-call model is refused there when the probes saw the list.
+MODEL_LISTED = frozenset({"llamacpp", "tgi"})
+
+
+def check_model(dialect: str, model: str, served: list[str], where: str) -> None:
+    """Refuse a per-call ``model`` that ``dialect``'s server would ignore: on the servers that
+    answer any name (`MODEL_LISTED`), one that their model list (``served``) lacks."""
+    if dialect in MODEL_LISTED and served and model not in served:
+        raise UnsupportedConstraintError(
+            f"{where}(): model {model!r} is not served here, and {dialect} servers answer any "
+            f"model name with a model they serve ({', '.join(served)}), ignoring it"
+        )
 
 
 def serving_problem(name: str, value: Any) -> str | None:

@@ -7,6 +7,7 @@ async."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -15,7 +16,7 @@ import pytest
 import lmclient
 from lmclient import _core
 from lmclient._dialects import DIALECTS, ServerInfo
-from lmclient._serving import SERVING
+from lmclient._serving import SERVING, TABLED
 from lmclient.testing import FakeLLM
 
 TRACE = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -317,3 +318,31 @@ async def test_per_call_model_with_detection_async() -> None:
             assert await client.generate("Q", model="a") == fake.default_text
             assert client.dialect != "auto"  # the probes still ran
             assert fake.calls[0].model == "a"
+
+
+def test_the_servers_page_shows_the_table() -> None:
+    def cell(place: Any) -> str:
+        if place is None:
+            return "refused"
+        text = f"header `{place.key}`" if place.header else f"`{place.key}`"
+        return text + (f" ({'.'.join(map(str, place.since))} on)" if place.since else "")
+
+    rows = [
+        f"| `{dialect}` | " + " | ".join(cell(table.get(name)) for name in TABLED) + " |"
+        for dialect, table in SERVING.items()
+    ]
+    page = (Path(__file__).parents[1] / "docs" / "servers.md").read_text()
+    shown = page.split("<!-- serving:start -->\n")[1].split("<!-- serving:end -->")[0]
+    assert shown.splitlines()[2:] == rows
+
+
+@pytest.mark.parametrize("dialect", ["llamacpp", "tgi"])
+def test_a_model_the_server_would_ignore_is_refused(dialect: str) -> None:
+    core = make_core(dialect)
+    core.server_info = ServerInfo(dialect, dialect, None, ["served"])
+    with pytest.raises(lmclient.UnsupportedConstraintError, match="'other' is not served"):
+        core.validate("generate", "Q", str, "chat", {"model": "other"})
+    assert prepared(core, model="served")[0]["model"] == "served"
+    vllm = make_core("vllm")  # vLLM answers an unknown name with 404: nothing is ignored
+    vllm.server_info = ServerInfo("vllm", "vllm", "0.32.0", ["served"])
+    assert prepared(vllm, model="adapter")[0]["model"] == "adapter"
