@@ -105,6 +105,8 @@ class ClientCore:
         )
         self.defaults = dict(defaults or {})
         check_params("defaults", self.defaults, allow_n=False)
+        if self.defaults.get("request_id") is not None:
+            raise ValueError("defaults(): request_id names one request; give it per call")
         # Headers in defaults= are the client's: checked and encoded once, like headers=.
         given = self.defaults
         self.defaults = {k: v for k, v in given.items() if k != "headers"}
@@ -297,6 +299,8 @@ class ClientCore:
             raise ValueError(f"{where}(): concurrency must be a positive int, not {concurrency!r}")
         if isinstance(prompts, (str, bytes)):
             raise TypeError(f"{where}() takes an iterable of prompts, not a single str")
+        if params.get("request_id") is not None:
+            raise ValueError(f"{where}(): request_id names one request, not each of many")
         items = []
         for item in prompts:
             pair = isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], (str, list))

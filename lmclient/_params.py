@@ -37,8 +37,9 @@ Prompt = str | Sequence[Mapping[str, Any]]
 
 
 class FileParams(TypedDict, total=False):
-    """The per-call parameters but those that travel outside the body (the model, headers, the
-    trace context): what a batch file's request line can also be given (`lmclient.batch`)."""
+    """The per-call parameters but the model, those that travel outside the body (headers, the
+    trace context) and the request id (a line's ``custom_id`` names it): what a batch file's
+    request lines can be given (`lmclient.batch`)."""
 
     max_tokens: int
     temperature: float
@@ -62,7 +63,6 @@ class FileParams(TypedDict, total=False):
     tools: Sequence[Tool[Any]]
     tool_choice: Literal["auto", "required", "none"] | Tool[Any]
     # Serving fields (`_serving`): sent where each server reads them, refused elsewhere.
-    request_id: str
     priority: int
     cache_salt: str
 
@@ -71,6 +71,7 @@ class CallParams(FileParams, total=False):
     """Keyword parameters accepted by every call method (also usable in ``defaults=``)."""
 
     model: str  # this call's, over the client's (a LoRA adapter is a model name on vLLM)
+    request_id: str  # one request's: not in defaults, nor in the *_many methods
     headers: Mapping[str, str]  # merged over the client's
     traceparent: str  # W3C trace context, sent as headers
     tracestate: str

@@ -32,6 +32,7 @@ _URLS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 _NOT_IN_A_FILE = (
     *("timeout", "deadline", "max_retries", "max_reasks"),
     *("model", "headers", "traceparent", "tracestate"),  # a request line is a body only
+    "request_id",  # the line's custom_id names it; one id on every line would name none
 )
 
 
@@ -77,13 +78,6 @@ def write_requests(
         raise TypeError(f"write_requests() got {misplaced[0]!r}, which a batch file cannot carry")
     core = _core(model, dialect)
     items = core.batch("write_requests", prompts, output_type, endpoint, dict(params), 1)
-    if items and params.get("request_id") is not None:
-        first = core.prepare("write_requests", *items[0], endpoint, dict(params))
-        if first.request.headers is not core._post_headers:  # vLLM reads it from a header
-            raise TypeError(
-                f"write_requests(): request_id travels as a header on dialect {dialect!r}, "
-                "which a batch file cannot carry"
-            )
     encode = msgspec.json.Encoder().encode
     with open(path, "wb") as out:
         for index, (prompt, tp) in enumerate(items):

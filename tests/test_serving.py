@@ -176,8 +176,25 @@ def test_bad_values_are_refused_before_anything_is_sent(
 ) -> None:
     with pytest.raises(error, match=message):
         make_core().validate("generate", "Q", str, "chat", params)
+    if "request_id" in params:
+        return  # not a parameter of defaults= (test_one_request_id_names_one_request)
     with pytest.raises(error, match=message):  # the same rules in defaults=
         make_core(defaults=params).prepare("generate", "Q", str, "chat", {})
+
+
+def test_one_request_id_names_one_request() -> None:
+    with pytest.raises(ValueError, match="request_id names one request"):
+        make_core(defaults={"request_id": "r"})
+    with pytest.raises(ValueError, match="request_id names one request"):
+        make_core().batch("generate", ["a", "b"], str, "chat", {"request_id": "r"}, 2)
+    fake = FakeLLM(server="sglang")
+    with (
+        fake.serve() as url,
+        lmclient.Client(url, model="m", dialect="sglang") as client,
+        pytest.raises(ValueError, match="request_id names one request"),
+    ):
+        client.generate_many(["a", "b"], request_id="r")
+    assert fake.requests == []
 
 
 def test_the_api_key_is_not_replaced_without_a_word() -> None:
