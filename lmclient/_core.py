@@ -347,9 +347,9 @@ class ClientCore:
         header and as its typed parameter), a trace state without its trace, and credentials
         replacing the client's (its API key would be dropped without a word)."""
         given = {name.lower() for name in params.get("headers") or ()}
-        for name, header in (("traceparent", "traceparent"), ("tracestate", "tracestate")):
-            if params.get(name) is not None and header in given:
-                raise ValueError(f"{where}(): pass {name}= or the {header!r} header, not both")
+        for name in ("traceparent", "tracestate"):
+            if params.get(name) is not None and name in given:
+                raise ValueError(f"{where}(): pass {name}= or the {name!r} header, not both")
         if params.get("request_id") is not None and "x-request-id" in given:
             raise ValueError(f"{where}(): pass request_id= or the 'X-Request-Id' header, not both")
         if params.get("tracestate") is not None and params.get("traceparent") is None:
