@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from ._dialects import ServerInfo
     from ._embeddings import Embeddings
     from ._markers import Choice, Grammar, JsonSchema, Regex
-    from ._params import CallParams, CreateParams
+    from ._params import CallParams, CreateParams, FileParams
     from ._progress import Progress
     from ._protocol import TokenLogprob, TopLogprob, Usage
     from ._response import Response
@@ -53,6 +53,7 @@ _LAZY = {
     "Embeddings": "_embeddings",
     "CallParams": "_params",
     "CreateParams": "_params",
+    "FileParams": "_params",
     "AsyncStream": "_stream",
     "Stream": "_stream",
     "Progress": "_progress",
@@ -85,6 +86,7 @@ __all__ = [
     "ConfigurationError",
     "CreateParams",
     "Embeddings",
+    "FileParams",
     "Grammar",
     "JsonSchema",
     "LMClientError",

@@ -317,7 +317,7 @@ class AsyncClient:
             params={"timeout": timeout, "deadline": deadline, "max_retries": max_retries},
         )
         if not job.ready:
-            await self._setup_for(model)
+            await self._setup({"model": model})
         return job.result(await self._send_all(job.calls(), concurrency)).vectors
 
     async def create_embeddings(
@@ -344,7 +344,7 @@ class AsyncClient:
             params={"timeout": timeout, "deadline": deadline, "max_retries": max_retries},
         )
         if not job.ready:
-            await self._setup_for(model)
+            await self._setup({"model": model})
         return job.result(await self._send_all(job.calls(), concurrency))
 
     async def tokenize(
@@ -362,7 +362,7 @@ class AsyncClient:
         explicitly, as the servers' defaults differ; without them counts add up."""
         params = {"timeout": timeout, "deadline": deadline, "max_retries": max_retries}
         if not check_tokens(self._core, "tokenize", text, model, add_special_tokens):
-            await self._setup_for(model)
+            await self._setup({"model": model})
         call = tokenize_call(
             self._core,
             "tokenize",
@@ -389,7 +389,7 @@ class AsyncClient:
         ``/v1/chat/completions/input_tokens``)."""
         params = {"timeout": timeout, "deadline": deadline, "max_retries": max_retries}
         if not check_tokens(self._core, "count_tokens", prompt, model, add_special_tokens):
-            await self._setup_for(model)
+            await self._setup({"model": model})
         call = count_call(
             self._core,
             "count_tokens",
@@ -451,7 +451,7 @@ class AsyncClient:
         core = self._core
         if core.model is None or core.dialect is None:  # not `core.ready` (a call, every time)
             core.validate(where, prompt, output_type, endpoint, params)
-            await self._setup()
+            await self._setup(params)
         call = core.prepare(where, prompt, output_type, endpoint, params)
         # `_send`'s loop, with the re-asks (max_reasks) in it too: the hot path of every call,
         # so no coroutine of its own (each one costs its creation, and a step on every wake-up).
@@ -481,23 +481,16 @@ class AsyncClient:
         """The call's request; on first use, after the set-up requests (input checked first)."""
         if not self._core.ready:
             self._core.validate(where, prompt, output_type, endpoint, params)
-            await self._setup()
+            await self._setup(params)
         return self._core.prepare(where, prompt, output_type, endpoint, params, stream=stream)
 
-    async def _setup(self) -> None:
+    async def _setup(self, params: dict[str, Any]) -> None:
         """Learn, once, what ``model=None`` and ``dialect="auto"`` leave open."""
         async with self._setup_lock:
             if self._core.dialect is None:
                 await self._probe_server(advisory=self._core.forced is not None)
-            if self._core.model is None:
+            if self._core.model is None and not self._core.names_model(params):
                 self._core.adopt_models(await self._send(self._core.models_call()))
-
-    async def _setup_for(self, model: str | None) -> None:
-        """`_setup`; only the probes (the dialect) when the call names its own model."""
-        if model is None:
-            await self._setup()
-        else:
-            await self.probe()
 
     async def _probe_server(self, *, advisory: bool = False) -> ServerInfo:
         """All probes at once (the set-up lock held). ``advisory``: a forced dialect only asks

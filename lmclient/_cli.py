@@ -104,7 +104,13 @@ def build_parser() -> argparse.ArgumentParser:
     exclusive = kinds.add_mutually_exclusive_group()
     exclusive.add_argument("--schema", metavar="FILE|JSON", help="a JSON schema, inline or a file")
     exclusive.add_argument("--regex", metavar="PATTERN", help="the text must fully match PATTERN")
-    exclusive.add_argument("--choice", metavar="OPTION", nargs="+", help="one of these strings")
+    exclusive.add_argument(
+        "--choice",
+        metavar="OPTION",
+        nargs="+",
+        action="append",
+        help="one of these strings (repeat the flag, or separate them with commas: a,b)",
+    )
     exclusive.add_argument("--grammar", metavar="FILE", help="a grammar file (see --syntax)")
     exclusive.add_argument("--type", choices=_TYPES, help="a JSON scalar, or any JSON value")
     kinds.add_argument(
@@ -167,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
             "lmclient batch - --choice yes no --concurrency 32 < questions.jsonl",
         ),
     )
-    batch.add_argument("input", metavar="IN.jsonl", help="the prompts; '-' reads stdin")
+    batch.add_argument("input", nargs="?", metavar="IN.jsonl", help="the prompts; '-' reads stdin")
     batch.add_argument(
         "-o", "--output", metavar="OUT.jsonl", help="where to write results (default: stdout)"
     )
@@ -299,8 +305,8 @@ def _fail(exc: BaseException) -> None:
 def _generate(args: argparse.Namespace) -> int:
     if args.stream and (args.n or args.full):
         raise UsageError("--stream cannot be combined with -n or --full")
+    prompt = _prompt_and_choices(args)
     output_type, as_text = _output_type(args)
-    prompt = _prompt(args.prompt)
     endpoint: Endpoint = "completions" if args.completions else "chat"
     params = _params(args)
     with make_client(args, args.model, args.dialect) as client:
@@ -332,6 +338,41 @@ def _stream(
         out.flush()
         stream.read()  # validates: a ValidationError exits 1 after the text was shown
     return EXIT_OK
+
+
+def _prompt_and_choices(args: argparse.Namespace) -> str:
+    """The prompt, wherever it was written: a ``--choice`` list takes every word up to the next
+    option, so a prompt written after one is that list's last word. Without PROMPT before the
+    options, a prompt piped on stdin comes first (``--choice yes no`` then lists two options,
+    as it always did); else the last word of the last ``--choice`` list of two or more is it."""
+    groups = args.choice
+    if args.prompt is None and groups and any(len(group) > 1 for group in groups):
+        piped = None if sys.stdin.isatty() else sys.stdin.read().rstrip("\n")
+        if piped:
+            args.choice = _options(groups)
+            return piped
+        args.prompt = next(group for group in reversed(groups) if len(group) > 1).pop()
+    if groups is not None:
+        args.choice = _options(groups)
+    return _prompt(args.prompt)
+
+
+def _input_and_choices(args: argparse.Namespace) -> str:
+    """`batch`'s IN.jsonl, wherever it was written (after a ``--choice`` list, its last word)."""
+    groups = args.choice
+    if args.input is None and groups and any(len(group) > 1 for group in groups):
+        args.input = next(group for group in reversed(groups) if len(group) > 1).pop()
+    if groups is not None:
+        args.choice = _options(groups)
+    if args.input is None:
+        raise UsageError("the following arguments are required: IN.jsonl")
+    source: str = args.input
+    return source
+
+
+def _options(groups: list[list[str]]) -> list[str]:
+    """The options of every ``--choice`` list, each word split at its commas."""
+    return [option for group in groups for word in group for option in word.split(",")]
 
 
 def _prompt(given: str | None) -> str:
@@ -453,8 +494,9 @@ def print_json(value: Any, file: IO[str] | None = None) -> None:
 def _batch(args: argparse.Namespace) -> int:
     from ._progress import Progress
 
+    source = _input_and_choices(args)
     output_type, _ = _output_type(args)
-    prompts = _read_prompts(args.input, completions=args.completions)
+    prompts = _read_prompts(source, completions=args.completions)
     with make_client(args, args.model, args.dialect) as client:
         out = sys.stdout if args.output is None else _open_output(args.output)
         try:

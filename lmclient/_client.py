@@ -309,7 +309,7 @@ class Client:
             params={"timeout": timeout, "deadline": deadline, "max_retries": max_retries},
         )
         if not job.ready:
-            self._setup_for(model)
+            self._setup({"model": model})
         return job.result(self._send_all(job.calls(), concurrency)).vectors
 
     def create_embeddings(
@@ -336,7 +336,7 @@ class Client:
             params={"timeout": timeout, "deadline": deadline, "max_retries": max_retries},
         )
         if not job.ready:
-            self._setup_for(model)
+            self._setup({"model": model})
         return job.result(self._send_all(job.calls(), concurrency))
 
     def tokenize(
@@ -354,7 +354,7 @@ class Client:
         explicitly, as the servers' defaults differ; without them counts add up."""
         params = {"timeout": timeout, "deadline": deadline, "max_retries": max_retries}
         if not check_tokens(self._core, "tokenize", text, model, add_special_tokens):
-            self._setup_for(model)
+            self._setup({"model": model})
         call = tokenize_call(
             self._core,
             "tokenize",
@@ -381,7 +381,7 @@ class Client:
         ``/v1/chat/completions/input_tokens``)."""
         params = {"timeout": timeout, "deadline": deadline, "max_retries": max_retries}
         if not check_tokens(self._core, "count_tokens", prompt, model, add_special_tokens):
-            self._setup_for(model)
+            self._setup({"model": model})
         call = count_call(
             self._core,
             "count_tokens",
@@ -439,7 +439,7 @@ class Client:
         core = self._core
         if core.model is None or core.dialect is None:  # not `core.ready` (a call, every time)
             core.validate(where, prompt, output_type, endpoint, params)
-            self._setup()
+            self._setup(params)
         call = core.prepare(where, prompt, output_type, endpoint, params)
         # `_send`'s loop, with the re-asks (max_reasks) in it too: the hot path of every call.
         while True:
@@ -468,23 +468,16 @@ class Client:
         """The call's request; on first use, after the set-up requests (input checked first)."""
         if not self._core.ready:
             self._core.validate(where, prompt, output_type, endpoint, params)
-            self._setup()
+            self._setup(params)
         return self._core.prepare(where, prompt, output_type, endpoint, params, stream=stream)
 
-    def _setup(self) -> None:
+    def _setup(self, params: dict[str, Any]) -> None:
         """Learn, once, what ``model=None`` and ``dialect="auto"`` leave open."""
         with self._setup_lock:
             if self._core.dialect is None:
                 self._probe_server(advisory=self._core.forced is not None)
-            if self._core.model is None:
+            if self._core.model is None and not self._core.names_model(params):
                 self._core.adopt_models(self._send(self._core.models_call()))
-
-    def _setup_for(self, model: str | None) -> None:
-        """`_setup`; only the probes (the dialect) when the call names its own model."""
-        if model is None:
-            self._setup()
-        else:
-            self.probe()
 
     def _probe_server(self, *, advisory: bool = False) -> ServerInfo:
         """All probes at once (the set-up lock held). ``advisory``: a forced dialect only asks

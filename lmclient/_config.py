@@ -42,7 +42,14 @@ import httpx
 from .__version__ import __version__
 from .errors import ConfigurationError
 
-__all__ = ["UDS_BASE_URL", "ClientURL", "client_headers", "client_uds", "client_url"]
+__all__ = [
+    "UDS_BASE_URL",
+    "ClientURL",
+    "client_headers",
+    "client_uds",
+    "client_url",
+    "header_problem",
+]
 
 UDS_BASE_URL = "http://localhost/v1"  # the base URL of a client given only uds=
 _SUN_PATH = 108 if sys.platform == "linux" else 104  # sockaddr_un's path, with its NUL
@@ -140,20 +147,10 @@ def client_headers(
     environment) or those of the URL."""
     out = {"accept": "application/json", "user-agent": f"lmclient/{__version__}"}
     for name, value in (headers or {}).items():
-        if not isinstance(name, str) or not _TOKEN.fullmatch(name):
-            raise ConfigurationError(f"header name {name!r} is not an HTTP token")
-        key = name.lower()
-        if key in _LMCLIENT_SETS:
-            raise ConfigurationError(
-                f"header {name!r} is set by lmclient (it frames the request or manages the "
-                "connection); leave it out of headers="
-            )
-        if not isinstance(value, str) or _BAD_VALUE.search(value):
-            raise ConfigurationError(
-                f"the value of header {name!r} must be a str of Latin-1 characters without "
-                "control characters (CR, LF and NUL would break the request head)"
-            )
-        out[key] = value
+        problem = header_problem(name, value)
+        if problem:
+            raise ConfigurationError(problem)
+        out[name.lower()] = value
     if url.authorization is not None:
         if api_key and api_key_given:
             raise ConfigurationError(
@@ -168,3 +165,21 @@ def client_headers(
             )
         out["authorization"] = f"Bearer {api_key}"
     return out
+
+
+def header_problem(name: object, value: object) -> str | None:
+    """What is wrong with one header a user gives (``None``: nothing), by the module's rules:
+    the client's headers and a call's ``headers=`` are held to the same ones."""
+    if not isinstance(name, str) or not _TOKEN.fullmatch(name):
+        return f"header name {name!r} is not an HTTP token"
+    if name.lower() in _LMCLIENT_SETS:
+        return (
+            f"header {name!r} is set by lmclient (it frames the request or manages the "
+            "connection); leave it out of headers="
+        )
+    if not isinstance(value, str) or _BAD_VALUE.search(value):
+        return (
+            f"the value of header {name!r} must be a str of Latin-1 characters without "
+            "control characters (CR, LF and NUL would break the request head)"
+        )
+    return None

@@ -42,6 +42,7 @@ from ._params import CALL_PARAMS, Timeouts, check_params, env_api_key, env_base_
 from ._protocol import ChatCompletion, Completion, ModelList, TokenLogprob, Usage, WireToolCall
 from ._reasoning import REASONING_PARAMS, reasoning_fields, reasoning_params, thinking_room
 from ._response import Response
+from ._serving import HEADER_PARAMS, TABLED, check_model, serving_fields, trace_headers
 from ._status import api_error
 from ._tools import ToolCall, check_choice, check_tools, decode_calls, tool_fields, tool_table
 from ._types import DECODE_ERRORS, OutputSpec, compile_output
@@ -106,6 +107,14 @@ class ClientCore:
         )
         self.defaults = dict(defaults or {})
         check_params("defaults", self.defaults, allow_n=False)
+        if self.defaults.get("request_id") is not None:
+            raise ValueError("defaults(): request_id names one request; give it per call")
+        # Headers in defaults= are the client's: checked and encoded once, like headers=.
+        given = self.defaults
+        self.defaults = {k: v for k, v in given.items() if k != "headers"}
+        default_headers = given.get("headers")
+        if default_headers:
+            headers = {**(headers or {}), **default_headers}
         if max_response_bytes < 1:
             raise ConfigurationError("max_response_bytes must be positive")
         if whitespace not in ("compact", "server"):
@@ -132,6 +141,10 @@ class ClientCore:
         self.max_response_bytes = max_response_bytes
         self._get_headers = list(hdrs.items())
         self._post_headers = [*self._get_headers, ("content-type", "application/json")]
+        # A call's own header lists, one per distinct set of per-call headers (`_call_headers`)
+        self._header_lists: dict[tuple[tuple[str, str], ...], list[tuple[str, str]]] = {}
+        if not HEADER_PARAMS.isdisjoint(given):
+            self._check_headers("defaults", given)
         self._plans: dict[tuple[OutputSpec[Any], str, Dialect], _Planned] = {}
         self._urls = {
             "chat": self.base_url + "/chat/completions",
@@ -219,6 +232,11 @@ class ClientCore:
         messages, and the plan once the dialect is known."""
         if params:
             check_params(where, params, allow_n=where == "create")
+        defaults = self.defaults
+        if (params or defaults) and not (
+            HEADER_PARAMS.isdisjoint(params) and HEADER_PARAMS.isdisjoint(defaults)
+        ):
+            self._check_headers(where, {**defaults, **params})
         spec = compile_output(output_type)
         messages = None  # a prompt given as messages (a str is one user message)
         if endpoint == "chat":
@@ -241,7 +259,6 @@ class ClientCore:
         dialect.check_server(self.server_info, planned.plan, endpoint)
         budget = planned.plan.budget
         controls = None  # the reasoning controls, refused now where the server has no field
-        defaults = self.defaults
         if params or defaults:  # the usual call sets neither: no work
             if not (REASONING_PARAMS.isdisjoint(params) and REASONING_PARAMS.isdisjoint(defaults)):
                 controls = reasoning_params(params, defaults)
@@ -250,6 +267,11 @@ class ClientCore:
             if not (_TOOL_PARAMS.isdisjoint(params) and _TOOL_PARAMS.isdisjoint(defaults)):
                 able = None if self.server_info is None else self.server_info.tools
                 check_tools(where, dialect.name, endpoint, spec, params, defaults, able)
+            if not (_TABLED.isdisjoint(params) and _TABLED.isdisjoint(defaults)):
+                self._serving(dialect, {**defaults, **params}, where)  # its refusals, now
+            model = params.get("model") or defaults.get("model")
+            if model is not None and self.server_info is not None:
+                check_model(dialect.name, model, self.server_info.models, where)
         if budget is not None:
             max_tokens = params.get("max_tokens") or self.defaults.get("max_tokens")
             thinking = (thinking_room(controls) or 0) if controls else 0
@@ -280,6 +302,8 @@ class ClientCore:
             raise ValueError(f"{where}(): concurrency must be a positive int, not {concurrency!r}")
         if isinstance(prompts, (str, bytes)):
             raise TypeError(f"{where}() takes an iterable of prompts, not a single str")
+        if params.get("request_id") is not None:
+            raise ValueError(f"{where}(): request_id names one request, not each of many")
         items = []
         for item in prompts:
             pair = isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], (str, list))
@@ -303,15 +327,71 @@ class ClientCore:
         spec, planned, messages = self._checked(where, prompt, output_type, endpoint, params)
         assert planned is not None, "set-up (model, dialect) must come first"
         merged = {**self.defaults, **params} if self.defaults else params
+        headers = self._post_headers
         if merged or messages is not None:
             data = _encode(self._body(prompt, messages, endpoint, merged, stream, planned))
+            if not HEADER_PARAMS.isdisjoint(merged):
+                headers = self._call_headers(merged, planned.dialect)
         else:  # the usual call: one prompt, no parameters
             template = planned.templates[stream]
             if template is None or template[0] is not self.model:
                 template = planned.templates[stream] = self._template(endpoint, stream, planned)
             data = template[1] + _encode(prompt) + template[2]
-        request = PreparedRequest("POST", self._urls[endpoint], self._post_headers, data)
+        request = PreparedRequest("POST", self._urls[endpoint], headers, data)
         return Call(self, request, spec, planned.plan, endpoint, merged)
+
+    def names_model(self, params: Mapping[str, Any]) -> bool:
+        """Whether a call names its model (``model=``, or in ``defaults``): then a client made
+        with ``model=None`` needs no model list to make it."""
+        return params.get("model") is not None or self.defaults.get("model") is not None
+
+    def _check_headers(self, where: str, params: Mapping[str, Any]) -> None:
+        """What `check_params` cannot see in a call's headers: a header given twice (as a
+        header and as its typed parameter), a trace state without its trace, and credentials
+        replacing the client's (its API key would be dropped without a word)."""
+        given = {name.lower() for name in params.get("headers") or ()}
+        for name in ("traceparent", "tracestate"):
+            if params.get(name) is not None and name in given:
+                raise ValueError(f"{where}(): pass {name}= or the {name!r} header, not both")
+        if params.get("request_id") is not None and "x-request-id" in given:
+            raise ValueError(f"{where}(): pass request_id= or the 'X-Request-Id' header, not both")
+        if params.get("tracestate") is not None and params.get("traceparent") is None:
+            raise ValueError(f"{where}(): tracestate= needs traceparent= (W3C trace context)")
+        if "authorization" in given and any(k == "authorization" for k, _ in self._get_headers):
+            raise ValueError(
+                f"{where}(): headers= cannot replace the client's credentials (its api_key or "
+                "the base URL's): make a client per key, or one without api_key"
+            )
+
+    def _serving(
+        self, dialect: Dialect, params: Mapping[str, Any], where: str
+    ) -> tuple[dict[str, Any], dict[str, str]]:
+        """The body fields and headers of the call's request_id, priority and cache_salt on
+        this client's server (`serving_fields`), refused where it would ignore them."""
+        info = self.server_info
+        kind, version = (None, None) if info is None else (info.kind, info.version)
+        return serving_fields(dialect.name, params, where, kind, version)
+
+    def _call_headers(self, params: Mapping[str, Any], dialect: Dialect) -> list[tuple[str, str]]:
+        """The header list of a call that adds headers: the client's, with the call's
+        ``headers=``, its request id where the server reads a header, and its trace context
+        over them. One list per distinct set (so the transports' head cache, keyed by list,
+        hits for a tenant's repeated headers), and a bounded number of them."""
+        extra = {name.lower(): value for name, value in (params.get("headers") or {}).items()}
+        if not _TABLED.isdisjoint(params):
+            extra.update(self._serving(dialect, params, "call")[1])
+        extra.update(trace_headers(params.get("traceparent"), params.get("tracestate")))
+        if not extra:
+            return self._post_headers
+        key = tuple(extra.items())
+        found = self._header_lists.get(key)
+        if found is None:
+            found = [(k, v) for k, v in self._post_headers if k not in extra]
+            found += extra.items()
+            if len(self._header_lists) >= 64:  # bounded: a request id is new on every call
+                self._header_lists.clear()
+            self._header_lists[key] = found
+        return found
 
     def _body(
         self,
@@ -323,7 +403,7 @@ class ClientCore:
         planned: _Planned,
     ) -> dict[str, Any]:
         """The request body; ``messages`` are the prompt's when it was given as messages."""
-        body: dict[str, Any] = {"model": self.model}
+        body: dict[str, Any] = {"model": params.get("model") or self.model}
         if endpoint == "completions":
             body["prompt"] = prompt
         else:
@@ -337,6 +417,8 @@ class ClientCore:
                 thinking = thinking_room(controls)
             if params.get("tools"):
                 body.update(tool_fields(planned.dialect.name, params))
+            if not _TABLED.isdisjoint(params):
+                body.update(self._serving(planned.dialect, params, "call")[0])
         budget = planned.plan.budget
         if budget is not None and params.get("max_tokens") is None and thinking is not None:
             # a bounded answer can then neither run on nor be cut, after its thinking budget
@@ -797,6 +879,7 @@ class Call(Attempts):
 
 
 _TOOL_PARAMS = frozenset({"tools", "tool_choice"})
+_TABLED = frozenset(TABLED)
 _CHAT = msgspec.json.Decoder(ChatCompletion)
 _COMPLETION = msgspec.json.Decoder(Completion)
 _MODEL_LIST = msgspec.json.Decoder(ModelList)

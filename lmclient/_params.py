@@ -17,6 +17,7 @@ from typing import Any, Literal, TypedDict
 import httpx
 import msgspec
 
+from ._serving import SERVING_PARAMS, serving_problem
 from ._tools import Tool
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "PARAMS",
     "CallParams",
     "CreateParams",
+    "FileParams",
     "Prompt",
     "Timeouts",
     "check_params",
@@ -34,8 +36,10 @@ __all__ = [
 Prompt = str | Sequence[Mapping[str, Any]]
 
 
-class CallParams(TypedDict, total=False):
-    """Keyword parameters accepted by every call method (also usable in ``defaults=``)."""
+class FileParams(TypedDict, total=False):
+    """The per-call parameters but the model, those that travel outside the body (headers, the
+    trace context) and the request id (a line's ``custom_id`` names it): what a batch file's
+    request lines can be given (`lmclient.batch`)."""
 
     max_tokens: int
     temperature: float
@@ -58,6 +62,19 @@ class CallParams(TypedDict, total=False):
     # Tools the model may call (`_tools`): chat only, without an output type.
     tools: Sequence[Tool[Any]]
     tool_choice: Literal["auto", "required", "none"] | Tool[Any]
+    # Serving fields (`_serving`): sent where each server reads them, refused elsewhere.
+    priority: int
+    cache_salt: str
+
+
+class CallParams(FileParams, total=False):
+    """Keyword parameters accepted by every call method (also usable in ``defaults=``)."""
+
+    model: str  # this call's, over the client's (a LoRA adapter is a model name on vLLM)
+    request_id: str  # one request's: not in defaults, nor in the *_many methods
+    headers: Mapping[str, str]  # merged over the client's
+    traceparent: str  # W3C trace context, sent as headers
+    tracestate: str
 
 
 class CreateParams(CallParams, total=False):
@@ -100,6 +117,13 @@ CALL_PARAMS: dict[str, tuple[type, ...]] = {
     "reasoning_effort": (str,),
     "tools": (list, tuple),
     "tool_choice": (str, Tool),
+    "model": (str,),
+    "headers": (Mapping,),
+    "request_id": (str,),
+    "priority": (int,),
+    "cache_salt": (str,),
+    "traceparent": (str,),
+    "tracestate": (str,),
 }
 _EFFORTS = ("low", "medium", "high")
 _CHOICES = ("auto", "required", "none")
@@ -120,7 +144,8 @@ def check_params(where: str, params: Mapping[str, Any], *, allow_n: bool = False
             raise TypeError(f"{where}(): {name} must be {names}, not {type(value).__name__}")
         problem = _value_problem(name, value)
         if problem:
-            raise ValueError(f"{where}(): {name} {problem}, not {value!r}")
+            shown = "" if name == "headers" else f", not {value!r}"  # may hold a credential
+            raise ValueError(f"{where}(): {name} {problem}{shown}")
 
 
 def _value_problem(name: str, value: Any) -> str | None:
@@ -138,6 +163,8 @@ def _value_problem(name: str, value: Any) -> str | None:
         return "must be one of " + ", ".join(map(repr, _EFFORTS))
     if name in ("deadline", "timeout") and isinstance(value, _NUMBER) and value <= 0:
         return "must be a positive number of seconds"
+    if name in SERVING_PARAMS:
+        return serving_problem(name, value)
     return None
 
 

@@ -24,12 +24,16 @@ from ._types import DECODE_ERRORS
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from ._params import CallParams
+    from ._params import FileParams
 
 __all__ = ["read_results", "write_requests"]
 
 _URLS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
-_NOT_IN_A_FILE = ("timeout", "deadline", "max_retries", "max_reasks")
+_NOT_IN_A_FILE = (
+    *("timeout", "deadline", "max_retries", "max_reasks"),
+    *("model", "headers", "traceparent", "tracestate"),  # a request line is a body only
+    "request_id",  # the line's custom_id names it; one id on every line would name none
+)
 
 
 class _Request(msgspec.Struct):
@@ -64,7 +68,7 @@ def write_requests(
     model: str,
     dialect: str,
     endpoint: Endpoint = "chat",
-    **params: Unpack[CallParams],
+    **params: Unpack[FileParams],
 ) -> int:
     """Write one Batch API request line per prompt (``custom_id`` is ``request-<index>``); an
     item may be a ``(prompt, output_type)`` pair. Returns how many lines were written. Every

@@ -134,6 +134,10 @@ def test_failed_status_in_a_result_line(tmp_path: pathlib.Path) -> None:
         ({"dialect": "vllm", "timeout": 3}, TypeError),
         ({"dialect": "vllm", "temprature": 1}, TypeError),
         ({"dialect": "tgi", "endpoint": "completions"}, lmclient.UnsupportedConstraintError),
+        ({"dialect": "vllm", "headers": {"X-Tenant": "a"}}, TypeError),
+        ({"dialect": "vllm", "traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"}, TypeError),
+        ({"dialect": "sglang", "request_id": "r"}, TypeError),  # custom_id names a line
+        ({"dialect": "llamacpp", "priority": 1}, lmclient.UnsupportedConstraintError),
     ],
 )
 def test_bad_input_writes_nothing(
@@ -143,3 +147,10 @@ def test_bad_input_writes_nothing(
     with pytest.raises(error):
         write_requests(path, ["a"], Person, model="m", **kwargs)
     assert not path.exists()
+
+
+def test_body_serving_fields_go_in_the_lines(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "requests.jsonl"
+    write_requests(path, ["a"], model="m", dialect="sglang", priority=2, cache_salt="s")
+    body = msgspec.json.decode(path.read_bytes())["body"]
+    assert (body["priority"], body["cache_salt"]) == (2, "s")

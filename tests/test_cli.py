@@ -118,6 +118,55 @@ def test_no_prompt_from_a_terminal_is_a_usage_error(fake: FakeLLM, url: str) -> 
     assert fake.requests == []
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--choice", "yes", "--choice", "no", "Is it?"],
+        ["--choice", "yes,no", "Is it?"],
+        ["--choice", "yes", "no", "Is it?"],  # the last word of the list is the prompt
+        ["--choice", "yes", "no", "Is it?", "--seed", "1"],
+        ["Is it?", "--choice", "yes", "no"],
+        ["Is it?", "--choice", "yes", "--choice", "no"],
+    ],
+)
+def test_choices_and_the_prompt_in_either_order(fake: FakeLLM, url: str, args: list[str]) -> None:
+    result = run("generate", *args, "--url", url)
+    assert result.returncode == 0, result.stderr
+    assert (fake.calls[0].prompt, fake.calls[0].constraint.value) == ("Is it?", ["yes", "no"])
+
+
+def test_a_piped_prompt_keeps_every_word_a_choice(fake: FakeLLM, url: str) -> None:
+    result = run("generate", "--choice", "yes", "no", "--url", url, stdin="Is it?\n")
+    assert result.returncode == 0, result.stderr
+    assert (fake.calls[0].prompt, fake.calls[0].constraint.value) == ("Is it?", ["yes", "no"])
+
+
+def test_choices_then_the_prompt_from_a_terminal(fake: FakeLLM, url: str) -> None:
+    terminal, stdin = pty.openpty()
+    try:
+        result = subprocess.run(
+            [str(SCRIPT), "generate", "--choice", "yes", "no", "Is it?", "--url", url],
+            stdin=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(stdin)
+        os.close(terminal)
+    assert result.returncode == 0, result.stderr
+    assert (fake.calls[0].prompt, fake.calls[0].constraint.value) == ("Is it?", ["yes", "no"])
+
+
+def test_batch_input_after_choices(fake: FakeLLM, url: str) -> None:
+    result = run("batch", "--choice", "yes", "no", "-", "--url", url, stdin='"a"\n')
+    assert result.returncode == 0, result.stderr
+    assert (fake.calls[0].prompt, fake.calls[0].constraint.value) == ("a", ["yes", "no"])
+    missing = run("batch", "--choice", "yes", "--url", url)
+    assert missing.returncode == 2
+    assert "required: IN.jsonl" in missing.stderr
+
+
 @pytest.mark.parametrize("command", ["generate Q", "batch -", "probe", "models"])
 def test_no_url_is_a_usage_error(command: str) -> None:
     result = run(*command.split())
@@ -320,8 +369,9 @@ def test_api_error_exits_1(fake: FakeLLM, url: str) -> None:
     assert result.stderr == "lmclient: BadRequestError: 400: the prompt is too long\n"
 
 
-def test_unknown_model_exits_1(url: str) -> None:
-    result = run("generate", "Q", "--model", "nope", "--url", url)
+def test_unknown_model_exits_1() -> None:
+    with FakeLLM(models=["fake-model"]).serve() as url:
+        result = run("generate", "Q", "--model", "nope", "--url", url)
     assert result.returncode == 1
     assert "NotFoundError: 404" in result.stderr
 

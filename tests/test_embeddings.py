@@ -375,6 +375,14 @@ def test_the_model_can_be_chosen_per_call() -> None:
     assert models == ["other", "other", "fake-model"]
 
 
+def test_the_fake_embeds_for_any_model_name_unless_models_restricts_it() -> None:
+    with FakeLLM().serve() as url, lmclient.Client(url, model="prod-embedder") as client:
+        assert len(client.embed(["a"])) == 1
+    with FakeLLM(models=["one"]).serve() as url, lmclient.Client(url, model="two") as client:
+        with pytest.raises(lmclient.NotFoundError):
+            client.embed(["a"])
+
+
 def test_a_call_that_names_its_model_needs_only_the_probes() -> None:
     """A client without a model, on a server of several: the call's model is enough."""
     fake = FakeLLM(models=["one", "two"])

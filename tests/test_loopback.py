@@ -127,8 +127,13 @@ def test_error_envelopes_over_sockets(
     assert info.value.message == lmclient._status.api_error(status, {}, body).message
 
 
-def test_unknown_model_is_not_found(url: str) -> None:
-    with lmclient.Client(url, model="nope") as client, pytest.raises(lmclient.NotFoundError):
+def test_unknown_model_is_not_found() -> None:
+    fake = FakeLLM(models=[MODEL])  # a fake restricted to its models, as a real server is
+    with (
+        fake.serve() as url,
+        lmclient.Client(url, model="nope") as client,
+        pytest.raises(lmclient.NotFoundError),
+    ):
         client.generate("Q")
 
 

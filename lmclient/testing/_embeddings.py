@@ -56,7 +56,7 @@ def _endpoints(server: str | None) -> Any:
 
 
 def embeddings_response(
-    request: RecordedRequest, body: Any, server: str | None, models: list[str]
+    request: RecordedRequest, body: Any, server: str | None, models: list[str], any_model: bool
 ) -> FakeResponse:
     """``POST /v1/embeddings``: 404 where the imitated server has no such endpoint; 400 for
     what a server refuses; else one vector per input, as floats or base64 as asked (a server
@@ -67,7 +67,7 @@ def embeddings_response(
     if not isinstance(body, dict):
         return _bad_request("The request body is not a JSON object")
     model = body.get("model") or models[0]
-    if model not in models:
+    if model not in models and not any_model:
         message = f"The model `{model}` does not exist."
         return error_response(404, message, "NotFoundError", param="model", code=404)
     texts = body.get("input")

@@ -97,7 +97,7 @@ class FakeLLM:
 
     def __init__(
         self,
-        models: Iterable[str] = ("fake-model",),
+        models: Iterable[str] | None = None,
         *,
         server: str | None = None,
         seed: int = 0,
@@ -111,9 +111,12 @@ class FakeLLM:
         on_chunk: Callable[[int], object] | None = None,
         on_request: Callable[[RecordedRequest], object] | None = None,
     ) -> None:
-        self.models = list(models)
+        # None: any model name is served (an app's production name needs no set-up), and
+        # /v1/models lists "fake-model", so a client made with model=None adopts that one.
+        self.models = ["fake-model"] if models is None else list(models)
         if not self.models:
             raise ValueError("FakeLLM needs at least one model name")
+        self.any_model = models is None
         self.server = server
         self.seed = seed
         self.default_text = default_text
@@ -534,7 +537,7 @@ class FakeLLM:
     def _embeddings(self, request: RecordedRequest, body: Any) -> FakeResponse:
         """``/v1/embeddings`` and ``/tokenize``, as the imitated server has them."""
         if request.endpoint == "embeddings":
-            return embeddings_response(request, body, self.server, self.models)
+            return embeddings_response(request, body, self.server, self.models, self.any_model)
         return tokenize_response(request, body, self.server)
 
     def _models(self) -> FakeResponse:
@@ -547,7 +550,7 @@ class FakeLLM:
     def _generate(self, request: RecordedRequest, body: dict[str, Any]) -> FakeResponse:
         kind: Kind = "chat" if request.endpoint == "chat" else "completions"
         model = body.get("model") or self.models[0]
-        if model not in self.models:
+        if model not in self.models and not self.any_model:
             message = f"The model `{model}` does not exist."
             return error_response(404, message, "NotFoundError", param="model", code=404)
         problem = _check_body(kind, body)

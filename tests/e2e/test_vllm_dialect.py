@@ -126,3 +126,27 @@ def test_probe_check_finds_every_constraint_enforced(vllm_server: vllm.VllmServe
 
 def test_probe_check_does_not_send_guided_fields(vllm_server: vllm.VllmServer) -> None:
     assert set(probe_check(vllm_server, "--dialect", "vllm-guided").values()) == {"refused"}
+
+
+def test_serving_fields_are_read(vllm_server: vllm.VllmServer) -> None:
+    """The request id becomes the answer's id (``X-Request-Id`` wins over the body's); the
+    cache salt is read (an invalid one is a 400, where an ignored field would be a 200); and
+    vLLM 0.32, scheduling first come first served (no ``--scheduling-policy priority``),
+    accepts a nonzero priority with 200: it orders by it only under that policy."""
+    trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    with lmclient.Client(vllm_server.base_url) as client:
+        chat = client.create(
+            QUESTION,
+            YES_NO,
+            max_tokens=4,
+            model=vllm_server.model,
+            request_id="lmclient-e2e-1",
+            cache_salt="tenant-a",
+            priority=5,
+            traceparent=trace,
+        )
+        assert (chat.id, chat.value in ("yes", "no")) == ("chatcmpl-lmclient-e2e-1", True)
+        completion = client.create(QUESTION, YES_NO, endpoint="completions", request_id="e2e-2")
+        assert completion.id == "cmpl-e2e-2"
+        with pytest.raises(lmclient.BadRequestError, match="cache_salt"):
+            client.generate(QUESTION, YES_NO, max_tokens=4, cache_salt="a/b")

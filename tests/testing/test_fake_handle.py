@@ -135,8 +135,24 @@ def test_unknown_routes_are_404(method: str, path: str) -> None:
     assert path in error["message"]
 
 
+def test_any_model_is_served_unless_models_restricts_it() -> None:
+    fake = FakeLLM()
+    assert chat(fake, model="prod/Qwen3-8B")["model"] == "prod/Qwen3-8B"
+    assert chat(fake, model="lora-tenant-7")["model"] == "lora-tenant-7"
+    assert chat(fake)["model"] == "fake-model"
+    body = msgspec.json.decode(send(fake, "/v1/models", method="GET").body)
+    assert [card["id"] for card in body["data"]] == ["fake-model"]
+    restricted = FakeLLM(models=["a"])
+    assert chat(restricted, model="a")["model"] == "a"
+    assert (
+        send(restricted, "/v1/chat/completions", {"model": "b", "messages": MESSAGES}).status == 404
+    )
+
+
 def test_unknown_model_is_404_like_vllm() -> None:
-    response = send(FakeLLM(), "/v1/chat/completions", {"model": "x", "messages": MESSAGES})
+    response = send(
+        FakeLLM(models=["m"]), "/v1/chat/completions", {"model": "x", "messages": MESSAGES}
+    )
     assert response.status == 404
     assert msgspec.json.decode(response.body) == {
         "error": {
