@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import httpx
@@ -11,6 +12,7 @@ import httpx
 from . import errors
 from ._core import DEFAULT_MAX_RESPONSE_BYTES, Call, ClientCore, Lookup
 from ._dialects import Endpoint, ServerInfo, Whitespace
+from ._hooks import Hook, Observer, Watch
 from ._markers import Choice, Grammar, Regex
 from ._params import Prompt
 from ._proxies import environment_proxy
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["AsyncClient"]
 
 T = TypeVar("T")
+_MODULES = sys.modules  # `Observer.key` is looked up here, once per call
 
 
 class AsyncClient:
@@ -54,6 +57,9 @@ class AsyncClient:
         http_client: httpx.AsyncClient | None = None,
         defaults: Mapping[str, Any] | None = None,
         whitespace: Whitespace = "compact",
+        hooks: Sequence[Hook] = (),
+        hook_content: bool = False,
+        tracing: bool | None = None,
     ) -> None:
         self._core = ClientCore(
             base_url,
@@ -72,6 +78,8 @@ class AsyncClient:
         proxy = None if http_client is not None else environment_proxy(self._core.base_url)
         self._transport = AsyncTransport(http_client, proxy)
         self._setup_lock = asyncio.Lock()
+        self._observer = Observer(hooks, content=hook_content, tracing=tracing)
+        self._watched = self._observer.key  # in sys.modules: calls are reported (`_hooks`)
 
     def __repr__(self) -> str:
         return f"AsyncClient({self._core!r})"
@@ -211,6 +219,8 @@ class AsyncClient:
         self._core.validate("stream", prompt, output_type, endpoint, params)
 
         async def opener() -> tuple[StreamState, AsyncOpened]:
+            if self._watched in _MODULES:
+                return await self._open_watched(prompt, output_type, endpoint, params)
             call = await self._prepare("stream", prompt, output_type, endpoint, params, stream=True)
             return StreamState(call), await self._open(call)
 
@@ -326,6 +336,8 @@ class AsyncClient:
         if core.model is None or core.dialect is None:  # not `core.ready` (a call, every time)
             core.validate(where, prompt, output_type, endpoint, params)
             await self._setup()
+        if self._watched in _MODULES:  # hooks or spans: the same loop, reported
+            return await self._create_watched(where, prompt, output_type, endpoint, params)
         call = core.prepare(where, prompt, output_type, endpoint, params)
         # `_send`'s loop, with the re-asks (max_reasks) in it too: the hot path of every call,
         # so no coroutine of its own (each one costs its creation, and a step on every wake-up).
@@ -341,6 +353,35 @@ class AsyncClient:
             except errors.LMClientError as exc:
                 delay = call.backoff(exc)
             await asyncio.sleep(delay)
+
+    async def _create_watched(
+        self,
+        where: str,
+        prompt: Prompt,
+        output_type: Any,
+        endpoint: Endpoint,
+        params: dict[str, Any],
+    ) -> Response[Any]:
+        """`_create`'s loop, each step reported to the hooks and the span (`_hooks.Watch`),
+        which is current while the request is built and sent."""
+        with self._observer.watch(self._core, endpoint, stream=False) as watch:
+            call = self._core.prepare(where, prompt, output_type, endpoint, params)
+            while True:
+                watch.sending(call)
+                try:
+                    raw = await self._transport.send(
+                        call.request, call.timeouts(), call.max_response_bytes, call.deadline_at
+                    )
+                    watch.received(raw.status, raw.headers)
+                    return watch.finished(call.finish(raw.status, raw.headers, raw.body))
+                except errors.ValidationError as exc:
+                    call = call.reask(exc)
+                    watch.reasked(call, exc)
+                    continue
+                except errors.LMClientError as exc:
+                    delay = call.backoff(exc)
+                    watch.retrying(delay, exc)
+                await asyncio.sleep(delay)
 
     async def _prepare(
         self,
@@ -393,13 +434,29 @@ class AsyncClient:
                 delay = call.backoff(exc)
             await asyncio.sleep(delay)
 
-    async def _open(self, call: Call) -> AsyncOpened:
+    async def _open_watched(
+        self, prompt: Prompt, output_type: Any, endpoint: Endpoint, params: dict[str, Any]
+    ) -> tuple[StreamState, AsyncOpened]:
+        """`stream`'s opener with a `Watch`, which the stream reports its end to."""
+        if not self._core.ready:
+            await self._setup()  # the input was checked by `stream`
+        with self._observer.watch(self._core, endpoint, stream=True) as watch:
+            call = self._core.prepare("stream", prompt, output_type, endpoint, params, stream=True)
+            state = StreamState(call)
+            state.watch = watch
+            return state, await self._open(call, watch)
+
+    async def _open(self, call: Call, watch: Watch | None = None) -> AsyncOpened:
         """Open a stream, retrying while nothing has been yielded yet."""
         while True:
+            if watch is not None:
+                watch.sending(call)
             try:
                 response = await self._transport.stream(
                     call.request, call.timeouts(), call.max_response_bytes, call.deadline_at
                 )
+                if watch is not None:
+                    watch.received(response.status, response.headers)
                 if response.status < 300:
                     return response
                 try:
@@ -409,6 +466,8 @@ class AsyncClient:
                 raise api_error(response.status, response.headers, body)
             except errors.LMClientError as exc:
                 delay = call.backoff(exc)
+                if watch is not None:
+                    watch.retrying(delay, exc)
             await asyncio.sleep(delay)
 
     async def aclose(self) -> None:

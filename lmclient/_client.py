@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -13,6 +14,7 @@ import httpx
 from . import errors
 from ._core import DEFAULT_MAX_RESPONSE_BYTES, Call, ClientCore, Lookup
 from ._dialects import Endpoint, ServerInfo, Whitespace
+from ._hooks import Hook, Observer, Watch
 from ._markers import Choice, Grammar, Regex
 from ._params import Prompt
 from ._proxies import environment_proxy
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["Client"]
 
 T = TypeVar("T")
+_MODULES = sys.modules  # `Observer.key` is looked up here, once per call
 
 
 class Client:
@@ -56,6 +59,9 @@ class Client:
         http_client: httpx.Client | None = None,
         defaults: Mapping[str, Any] | None = None,
         whitespace: Whitespace = "compact",
+        hooks: Sequence[Hook] = (),
+        hook_content: bool = False,
+        tracing: bool | None = None,
     ) -> None:
         self._core = ClientCore(
             base_url,
@@ -74,6 +80,8 @@ class Client:
         proxy = None if http_client is not None else environment_proxy(self._core.base_url)
         self._transport = SyncTransport(http_client, proxy)
         self._setup_lock = threading.Lock()
+        self._observer = Observer(hooks, content=hook_content, tracing=tracing)
+        self._watched = self._observer.key  # in sys.modules: calls are reported (`_hooks`)
 
     def __repr__(self) -> str:
         return f"Client({self._core!r})"
@@ -203,6 +211,8 @@ class Client:
         self._core.validate("stream", prompt, output_type, endpoint, params)
 
         def opener() -> tuple[StreamState, Opened]:
+            if self._watched in _MODULES:
+                return self._open_watched(prompt, output_type, endpoint, params)
             call = self._prepare("stream", prompt, output_type, endpoint, params, stream=True)
             return StreamState(call), self._open(call)
 
@@ -314,6 +324,8 @@ class Client:
         if core.model is None or core.dialect is None:  # not `core.ready` (a call, every time)
             core.validate(where, prompt, output_type, endpoint, params)
             self._setup()
+        if self._watched in _MODULES:  # hooks or spans: the same loop, reported
+            return self._create_watched(where, prompt, output_type, endpoint, params)
         call = core.prepare(where, prompt, output_type, endpoint, params)
         # `_send`'s loop, with the re-asks (max_reasks) in it too: the hot path of every call.
         while True:
@@ -328,6 +340,35 @@ class Client:
             except errors.LMClientError as exc:
                 delay = call.backoff(exc)
             time.sleep(delay)
+
+    def _create_watched(
+        self,
+        where: str,
+        prompt: Prompt,
+        output_type: Any,
+        endpoint: Endpoint,
+        params: dict[str, Any],
+    ) -> Response[Any]:
+        """`_create`'s loop, each step reported to the hooks and the span (`_hooks.Watch`),
+        which is current while the request is built and sent."""
+        with self._observer.watch(self._core, endpoint, stream=False) as watch:
+            call = self._core.prepare(where, prompt, output_type, endpoint, params)
+            while True:
+                watch.sending(call)
+                try:
+                    raw = self._transport.send(
+                        call.request, call.timeouts(), call.max_response_bytes, call.deadline_at
+                    )
+                    watch.received(raw.status, raw.headers)
+                    return watch.finished(call.finish(raw.status, raw.headers, raw.body))
+                except errors.ValidationError as exc:
+                    call = call.reask(exc)
+                    watch.reasked(call, exc)
+                    continue
+                except errors.LMClientError as exc:
+                    delay = call.backoff(exc)
+                    watch.retrying(delay, exc)
+                time.sleep(delay)
 
     def _prepare(
         self,
@@ -381,13 +422,29 @@ class Client:
                 delay = call.backoff(exc)
             time.sleep(delay)
 
-    def _open(self, call: Call) -> Opened:
+    def _open_watched(
+        self, prompt: Prompt, output_type: Any, endpoint: Endpoint, params: dict[str, Any]
+    ) -> tuple[StreamState, Opened]:
+        """`stream`'s opener with a `Watch`, which the stream reports its end to."""
+        if not self._core.ready:
+            self._setup()  # the input was checked by `stream`
+        with self._observer.watch(self._core, endpoint, stream=True) as watch:
+            call = self._core.prepare("stream", prompt, output_type, endpoint, params, stream=True)
+            state = StreamState(call)
+            state.watch = watch
+            return state, self._open(call, watch)
+
+    def _open(self, call: Call, watch: Watch | None = None) -> Opened:
         """Open a stream, retrying while nothing has been yielded yet."""
         while True:
+            if watch is not None:
+                watch.sending(call)
             try:
                 response = self._transport.stream(
                     call.request, call.timeouts(), call.max_response_bytes, call.deadline_at
                 )
+                if watch is not None:
+                    watch.received(response.status, response.headers)
                 if response.status < 300:
                     return response
                 try:
@@ -397,6 +454,8 @@ class Client:
                 raise api_error(response.status, response.headers, body)
             except errors.LMClientError as exc:
                 delay = call.backoff(exc)
+                if watch is not None:
+                    watch.retrying(delay, exc)
             time.sleep(delay)
 
     def close(self) -> None:
