@@ -8,11 +8,12 @@ an application that does not use OpenTelemetry. One span per call, kind CLIENT, 
 with nothing of its own to report but its status, and the server's spans (vLLM reads
 ``traceparent``) all hang under the call's span. A stream's span ends when the stream does, or
 is closed. ``gen_ai.provider.name`` (the current conventions' name; ``gen_ai.system`` is its
-deprecated predecessor) is the dialect: ``"openai"`` for OpenAI, and for a self-hosted server
-the custom value naming it (``"vllm"``, ``"sglang"``, ``"llamacpp"``, ...), which the
-conventions allow when no listed value applies. No prompt or answer text is recorded (the
-conventions make ``gen_ai.input.messages`` opt-in), nor an exception's message (a
-`ValidationError`'s quotes the answer): ``error.type`` is the exception's class name.
+deprecated predecessor) names the server when lmclient knows it (``"vllm"``, ``"sglang"``,
+``"llamacpp"``, ...: custom values, which the conventions allow when no listed value applies),
+and is ``"openai"`` (the listed value of the API these servers speak) when it does not. No
+prompt or answer text is recorded (the conventions make ``gen_ai.input.messages`` opt-in), nor
+an exception's message (a `ValidationError`'s quotes the answer): ``error.type`` is the
+exception's class name.
 """
 
 from __future__ import annotations
@@ -78,6 +79,16 @@ def current_traceparent() -> tuple[str, str | None] | None:
     return parent, carrier.get("tracestate") or None
 
 
+def provider(core: ClientCore) -> str:
+    """``gen_ai.provider.name``: the server lmclient knows it calls (the probes' kind, else the
+    dialect's server), ``"openai"`` (the API's own value) for a server it does not know."""
+    info = core.server_info
+    if info is not None and info.kind != "unknown":
+        return info.kind
+    name = "generic" if core.dialect is None else core.dialect.name.partition("-")[0]
+    return "openai" if name == "generic" else name
+
+
 class CallSpan:
     """One call's span: started with the attributes a sampler may read, completed from the
     request sent and the call's events, ended by its last event."""
@@ -90,7 +101,7 @@ class CallSpan:
         url = urlsplit(core.base_url)
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": operation,
-            "gen_ai.provider.name": "openai" if core.dialect is None else core.dialect.name,
+            "gen_ai.provider.name": provider(core),
             "server.address": url.hostname or "",
             "server.port": url.port or (443 if url.scheme == "https" else 80),
         }

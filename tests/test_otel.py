@@ -371,3 +371,14 @@ def test_the_spans_carry_no_text(spans: InMemorySpanExporter) -> None:
     assert len(spans.get_finished_spans()) == 2
     for secret in (KEY, "PROMPT-TEXT", "ANSWER-TEXT"):
         assert secret.encode() not in seen
+
+
+@pytest.mark.parametrize(
+    ("dialect", "name"),
+    [("generic", "openai"), ("openai", "openai"), ("lmstudio", "lmstudio"), ("tgi", "tgi")],
+)
+def test_the_provider_is_the_server_when_known(dialect: str, name: str) -> None:
+    from lmclient import _otel
+
+    client = lmclient.Client("http://127.0.0.1:9/v1", model="m", dialect=dialect)
+    assert _otel.provider(client._core) == name
