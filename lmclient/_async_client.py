@@ -367,10 +367,11 @@ class AsyncClient:
         with self._observer.watch(self._core, endpoint, stream=False) as watch:
             call = self._core.prepare(where, prompt, output_type, endpoint, params)
             while True:
-                watch.sending(call)
                 try:
+                    timeouts = call.timeouts()  # raises once the deadline has passed: not sent
+                    watch.sending(call)
                     raw = await self._transport.send(
-                        call.request, call.timeouts(), call.max_response_bytes, call.deadline_at
+                        call.request, timeouts, call.max_response_bytes, call.deadline_at
                     )
                     watch.received(raw.status, raw.headers)
                     return watch.finished(call.finish(raw.status, raw.headers, raw.body))
@@ -449,11 +450,12 @@ class AsyncClient:
     async def _open(self, call: Call, watch: Watch | None = None) -> AsyncOpened:
         """Open a stream, retrying while nothing has been yielded yet."""
         while True:
-            if watch is not None:
-                watch.sending(call)
             try:
+                timeouts = call.timeouts()
+                if watch is not None:
+                    watch.sending(call)
                 response = await self._transport.stream(
-                    call.request, call.timeouts(), call.max_response_bytes, call.deadline_at
+                    call.request, timeouts, call.max_response_bytes, call.deadline_at
                 )
                 if watch is not None:
                     watch.received(response.status, response.headers)
