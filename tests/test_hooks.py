@@ -362,3 +362,66 @@ def test_call_ids_differ_between_calls_and_clients() -> None:
     finished = [e for e in events if isinstance(e, CallFinished)]
     assert len({e.call_id for e in finished}) == 3
     assert [e.endpoint for e in finished] == ["chat", "chat", "completions"]
+
+
+class Weather(msgspec.Struct):
+    """The weather in a city."""
+
+    city: str
+
+
+@pytest.mark.parametrize("read", ["deltas", "items", "partials", "calls"])
+def test_every_way_of_reading_a_stream_reports_its_end(read: str) -> None:
+    fake = FakeLLM()
+    events: list[HookEvent] = []
+    with fake.serve() as url, client(url, events) as c:
+        if read == "deltas":
+            with c.stream(PROMPT) as stream:
+                assert list(stream.deltas())
+        elif read == "items":
+            fake.reply([1, 2, 3])
+            with c.stream(PROMPT, list[int]) as stream:
+                assert list(stream.items()) == [1, 2, 3]
+        elif read == "partials":
+            fake.reply({"city": "Oslo"})
+            with c.stream(PROMPT, Weather) as stream:
+                assert list(stream.partials()) == [{"city": "Oslo"}]
+        else:
+            fake.reply(None, tool_calls=[("weather", {"city": "Oslo"})])
+            with c.stream(PROMPT, tools=[lmclient.Tool(Weather, name="weather")]) as stream:
+                assert [call.arguments for call in stream.calls()] == [Weather("Oslo")]
+    assert shapes(events) == [("RequestSent", 1), ("ResponseHead", 1), ("StreamFinished", 1)]
+    end = events[-1]
+    assert isinstance(end, StreamFinished) and end.ended and end.usage is not None
+
+
+def test_generate_many_reports_each_call() -> None:
+    events: list[HookEvent] = []
+    lock = threading.Lock()
+
+    def hook(event: HookEvent) -> None:
+        with lock:
+            events.append(event)
+
+    with (
+        FakeLLM().serve() as url,
+        lmclient.Client(url, model="fake-model", hooks=[hook]) as c,
+    ):
+        assert len(c.generate_many([f"{PROMPT} {i}" for i in range(8)], concurrency=4)) == 8
+    finished = [e for e in events if isinstance(e, CallFinished)]
+    assert len({e.call_id for e in finished}) == 8 and len(events) == 24
+    for call_id in {e.call_id for e in events}:
+        assert shapes([e for e in events if e.call_id == call_id]) == [
+            ("RequestSent", 1),
+            ("ResponseHead", 1),
+            ("CallFinished", 1),
+        ]
+
+
+async def test_async_generate_many_reports_each_call() -> None:
+    events: list[HookEvent] = []
+    with FakeLLM().serve() as url:
+        async with aclient(url, events) as c:
+            values = await c.generate_many([f"{PROMPT} {i}" for i in range(8)], concurrency=4)
+    assert len(values) == 8
+    assert len({e.call_id for e in events if isinstance(e, CallFinished)}) == 8
