@@ -320,12 +320,12 @@ class Client:
         endpoint: Endpoint,
         params: dict[str, Any],
     ) -> Response[Any]:
+        if self._watched in _MODULES:  # hooks or spans: the same steps, reported
+            return self._create_watched(where, prompt, output_type, endpoint, params)
         core = self._core
         if core.model is None or core.dialect is None:  # not `core.ready` (a call, every time)
             core.validate(where, prompt, output_type, endpoint, params)
             self._setup()
-        if self._watched in _MODULES:  # hooks or spans: the same loop, reported
-            return self._create_watched(where, prompt, output_type, endpoint, params)
         call = core.prepare(where, prompt, output_type, endpoint, params)
         # `_send`'s loop, with the re-asks (max_reasks) in it too: the hot path of every call.
         while True:
@@ -349,9 +349,13 @@ class Client:
         endpoint: Endpoint,
         params: dict[str, Any],
     ) -> Response[Any]:
-        """`_create`'s loop, each step reported to the hooks and the span (`_hooks.Watch`),
-        which is current while the request is built and sent."""
-        with self._observer.watch(self._core, endpoint, stream=False) as watch:
+        """`_create`, each step reported to the hooks and the span (`_hooks.Watch`), which is
+        current while the request is built and sent."""
+        with self._observer.watch(endpoint, stream=False) as watch:
+            if not self._core.ready:
+                self._core.validate(where, prompt, output_type, endpoint, params)
+                self._setup()
+            watch.begin(self._core)
             call = self._core.prepare(where, prompt, output_type, endpoint, params)
             while True:
                 try:
@@ -427,9 +431,10 @@ class Client:
         self, prompt: Prompt, output_type: Any, endpoint: Endpoint, params: dict[str, Any]
     ) -> tuple[StreamState, Opened]:
         """`stream`'s opener with a `Watch`, which the stream reports its end to."""
-        if not self._core.ready:
-            self._setup()  # the input was checked by `stream`
-        with self._observer.watch(self._core, endpoint, stream=True) as watch:
+        with self._observer.watch(endpoint, stream=True) as watch:
+            if not self._core.ready:
+                self._setup()  # the input was checked by `stream`
+            watch.begin(self._core)
             call = self._core.prepare("stream", prompt, output_type, endpoint, params, stream=True)
             state = StreamState(call)
             state.watch = watch

@@ -59,7 +59,7 @@ _call_ids = itertools.count(1)  # process-wide: ids stay unique across clients (
 class _CallEvent(msgspec.Struct, frozen=True, kw_only=True):
     """What every event carries: which call (``call_id``, unique in the process), its endpoint
     (``"chat"`` or ``"completions"``), its model, and the attempt (1 for the first request;
-    each retry and re-ask is a new attempt)."""
+    each retry and re-ask is a new attempt; 0 on a `CallFailed` before any request)."""
 
     call_id: int
     endpoint: str
@@ -195,21 +195,18 @@ class Observer:
         self.warned: set[int] = set()  # the hooks (by index) whose failure was logged
         self.key = "lmclient" if self.hooks or tracing else _TRACED if tracing is None else ""
 
-    def watch(self, core: ClientCore, endpoint: str, *, stream: bool) -> Watch:
-        """A new call's `Watch`, its span started if tracing is on now."""
-        span = None
-        if self.tracing or (self.tracing is None and _TRACED in _MODULES):
-            from ._otel import CallSpan
-
-            span = CallSpan(core, endpoint, stream=stream)
-        return Watch(self, core.model, endpoint, span, stream=stream)
+    def watch(self, endpoint: str, *, stream: bool) -> Watch:
+        """A new call's `Watch`; its span starts with `Watch.begin`."""
+        return Watch(self, endpoint, stream=stream)
 
 
 class Watch:
     """One observed call: its identity, its clock, its span; each method reports one event.
 
-    As a context manager it makes the call's span current (so that what the call sends, and
-    the spans of what it calls, belong to it) and reports the exception that leaves it, if any.
+    As a context manager it reports the exception that leaves it, if any (a failed set-up
+    request included), and leaves the span's context. `begin`, once the set-up requests are
+    done, starts the span and makes it current (so that what the call sends, and the spans of
+    what it calls, belong to it).
     """
 
     __slots__ = (
@@ -226,20 +223,12 @@ class Watch:
         "stream",
     )
 
-    def __init__(
-        self,
-        observer: Observer,
-        model: str | None,
-        endpoint: str,
-        span: CallSpan | None,
-        *,
-        stream: bool,
-    ) -> None:
+    def __init__(self, observer: Observer, endpoint: str, *, stream: bool) -> None:
         self._observer = observer
         self.call_id = next(_call_ids)
         self.endpoint = endpoint
-        self.model = model
-        self.span = span
+        self.model: str | None = None
+        self.span: CallSpan | None = None
         self.stream = stream
         self.attempt = 0
         self.done = False  # the call's last event was reported (and its span ended)
@@ -247,8 +236,6 @@ class Watch:
         self._token: object = None
 
     def __enter__(self) -> Watch:
-        if self.span is not None:
-            self._token = self.span.enter()
         return self
 
     def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
@@ -258,6 +245,17 @@ class Watch:
         finally:
             if self.span is not None:
                 self.span.leave(self._token)
+
+    def begin(self, core: ClientCore) -> None:
+        """The client is set up (model and dialect known): the span starts, if tracing is on
+        now, and is current until the watch is left."""
+        self.model = core.model
+        observer = self._observer
+        if observer.tracing or (observer.tracing is None and _TRACED in _MODULES):
+            from ._otel import CallSpan
+
+            self.span = CallSpan(core, self.endpoint, stream=self.stream)
+            self._token = self.span.enter()
 
     # -- the events ----------------------------------------------------------------------------
 

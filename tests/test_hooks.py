@@ -425,3 +425,25 @@ async def test_async_generate_many_reports_each_call() -> None:
             values = await c.generate_many([f"{PROMPT} {i}" for i in range(8)], concurrency=4)
     assert len(values) == 8
     assert len({e.call_id for e in events if isinstance(e, CallFinished)}) == 8
+
+
+@pytest.mark.parametrize("kind", ["call", "stream"])
+def test_a_call_whose_set_up_fails_reports_it(kind: str) -> None:
+    """The first call of a client with ``model=None`` asks the server for its model first: when
+    that fails, the call fails, reported before any request of its own (attempt 0)."""
+    fake = FakeLLM(models=["a", "b"])  # two models: model=None cannot pick one
+    events: list[HookEvent] = []
+    with (
+        fake.serve() as url,
+        lmclient.Client(url, dialect="vllm", hooks=[events.append]) as c,
+        pytest.raises(lmclient.LMClientError, match="exactly one model"),
+    ):
+        if kind == "call":
+            c.generate(PROMPT)
+        else:
+            with c.stream(PROMPT) as stream:
+                stream.read()
+    assert shapes(events) == [("CallFailed", 0)]
+    failed = events[0]
+    assert isinstance(failed, CallFailed)
+    assert (failed.error, failed.status, failed.model) == ("LMClientError", None, None)
