@@ -178,7 +178,7 @@ class Observer:
                     "coroutine function, whose coroutine would never be awaited (schedule "
                     "async work from a plain hook, e.g. with loop.create_task or a queue)"
                 )
-        if tracing not in (None, True, False):
+        if tracing is not None and not isinstance(tracing, bool):
             raise ConfigurationError(f"tracing must be None, True or False, not {tracing!r}")
         if not isinstance(content, bool):
             raise ConfigurationError(f"hook_content must be a bool, not {content!r}")

@@ -320,6 +320,7 @@ async def async_hook(event: HookEvent) -> None:
         ({"hooks": [async_hook]}, "coroutine function"),
         ({"hooks": [AsyncHook()]}, "coroutine function"),
         ({"tracing": "on"}, "tracing must be"),
+        ({"tracing": 1}, "tracing must be"),
         ({"hook_content": 1}, "hook_content must be a bool"),
     ],
 )
