@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -22,6 +23,7 @@ from ._embeddings import (
     count_call,
     tokenize_call,
 )
+from ._hooks import Hook, Observer, Watch
 from ._markers import Choice, Grammar, Regex
 from ._params import Prompt
 from ._proxies import environment_proxy
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = ["AsyncClient"]
 
 T = TypeVar("T")
+_MODULES = sys.modules  # `Observer.key` is looked up here, once per call
 
 
 class AsyncClient:
@@ -66,6 +69,9 @@ class AsyncClient:
         uds: str | os.PathLike[str] | None = None,
         defaults: Mapping[str, Any] | None = None,
         whitespace: Whitespace = "compact",
+        hooks: Sequence[Hook] = (),
+        hook_content: bool = False,
+        tracing: bool | None = None,
     ) -> None:
         self._core = ClientCore(
             base_url,
@@ -86,6 +92,8 @@ class AsyncClient:
         proxy = None if direct else environment_proxy(self._core.base_url)
         self._transport = AsyncTransport(http_client, proxy, self._core.uds)
         self._setup_lock = asyncio.Lock()
+        self._observer = Observer(hooks, content=hook_content, tracing=tracing)
+        self._watched = self._observer.key  # in sys.modules: calls are reported (`_hooks`)
 
     def __repr__(self) -> str:
         return f"AsyncClient({self._core!r})"
@@ -225,6 +233,8 @@ class AsyncClient:
         self._core.validate("stream", prompt, output_type, endpoint, params)
 
         async def opener() -> tuple[StreamState, AsyncOpened]:
+            if self._watched in _MODULES:
+                return await self._open_watched(prompt, output_type, endpoint, params)
             call = await self._prepare("stream", prompt, output_type, endpoint, params, stream=True)
             return StreamState(call), await self._open(call)
 
@@ -448,6 +458,8 @@ class AsyncClient:
         endpoint: Endpoint,
         params: dict[str, Any],
     ) -> Response[Any]:
+        if self._watched in _MODULES:  # hooks or spans: the same steps, reported
+            return await self._create_watched(where, prompt, output_type, endpoint, params)
         core = self._core
         if core.model is None or core.dialect is None:  # not `core.ready` (a call, every time)
             core.validate(where, prompt, output_type, endpoint, params)
@@ -467,6 +479,40 @@ class AsyncClient:
             except errors.LMClientError as exc:
                 delay = call.backoff(exc)
             await asyncio.sleep(delay)
+
+    async def _create_watched(
+        self,
+        where: str,
+        prompt: Prompt,
+        output_type: Any,
+        endpoint: Endpoint,
+        params: dict[str, Any],
+    ) -> Response[Any]:
+        """`_create`, each step reported to the hooks and the span (`_hooks.Watch`), which is
+        current while the request is built and sent."""
+        with self._observer.watch(endpoint, stream=False) as watch:
+            if not self._core.ready:
+                self._core.validate(where, prompt, output_type, endpoint, params)
+                await self._setup(params)
+            params = watch.begin(self._core, params)
+            call = self._core.prepare(where, prompt, output_type, endpoint, params)
+            while True:
+                try:
+                    timeouts = call.timeouts()  # raises once the deadline has passed: not sent
+                    watch.sending(call)
+                    raw = await self._transport.send(
+                        call.request, timeouts, call.max_response_bytes, call.deadline_at
+                    )
+                    watch.received(raw.status, raw.headers)
+                    return watch.finished(call.finish(raw.status, raw.headers, raw.body))
+                except errors.ValidationError as exc:
+                    call = call.reask(exc)
+                    watch.reasked(call, exc)
+                    continue
+                except errors.LMClientError as exc:
+                    delay = call.backoff(exc)
+                    watch.retrying(delay, exc)
+                await asyncio.sleep(delay)
 
     async def _prepare(
         self,
@@ -539,13 +585,31 @@ class AsyncClient:
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
 
-    async def _open(self, call: Call) -> AsyncOpened:
+    async def _open_watched(
+        self, prompt: Prompt, output_type: Any, endpoint: Endpoint, params: dict[str, Any]
+    ) -> tuple[StreamState, AsyncOpened]:
+        """`stream`'s opener with a `Watch`, which the stream reports its end to."""
+        with self._observer.watch(endpoint, stream=True) as watch:
+            if not self._core.ready:
+                await self._setup(params)  # the input was checked by `stream`
+            params = watch.begin(self._core, params)
+            call = self._core.prepare("stream", prompt, output_type, endpoint, params, stream=True)
+            state = StreamState(call)
+            state.watch = watch
+            return state, await self._open(call, watch)
+
+    async def _open(self, call: Call, watch: Watch | None = None) -> AsyncOpened:
         """Open a stream, retrying while nothing has been yielded yet."""
         while True:
             try:
+                timeouts = call.timeouts()
+                if watch is not None:
+                    watch.sending(call)
                 response = await self._transport.stream(
-                    call.request, call.timeouts(), call.max_response_bytes, call.deadline_at
+                    call.request, timeouts, call.max_response_bytes, call.deadline_at
                 )
+                if watch is not None:
+                    watch.received(response.status, response.headers)
                 if response.status < 300:
                     return response
                 try:
@@ -555,6 +619,8 @@ class AsyncClient:
                 raise api_error(response.status, response.headers, body)
             except errors.LMClientError as exc:
                 delay = call.backoff(exc)
+                if watch is not None:
+                    watch.retrying(delay, exc)
             await asyncio.sleep(delay)
 
     async def aclose(self) -> None:

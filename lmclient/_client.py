@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -24,6 +25,7 @@ from ._embeddings import (
     count_call,
     tokenize_call,
 )
+from ._hooks import Hook, Observer, Watch
 from ._markers import Choice, Grammar, Regex
 from ._params import Prompt
 from ._proxies import environment_proxy
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = ["Client"]
 
 T = TypeVar("T")
+_MODULES = sys.modules  # `Observer.key` is looked up here, once per call
 
 
 class Client:
@@ -68,6 +71,9 @@ class Client:
         uds: str | os.PathLike[str] | None = None,
         defaults: Mapping[str, Any] | None = None,
         whitespace: Whitespace = "compact",
+        hooks: Sequence[Hook] = (),
+        hook_content: bool = False,
+        tracing: bool | None = None,
     ) -> None:
         self._core = ClientCore(
             base_url,
@@ -88,6 +94,8 @@ class Client:
         proxy = None if direct else environment_proxy(self._core.base_url)
         self._transport = SyncTransport(http_client, proxy, self._core.uds)
         self._setup_lock = threading.Lock()
+        self._observer = Observer(hooks, content=hook_content, tracing=tracing)
+        self._watched = self._observer.key  # in sys.modules: calls are reported (`_hooks`)
 
     def __repr__(self) -> str:
         return f"Client({self._core!r})"
@@ -217,6 +225,8 @@ class Client:
         self._core.validate("stream", prompt, output_type, endpoint, params)
 
         def opener() -> tuple[StreamState, Opened]:
+            if self._watched in _MODULES:
+                return self._open_watched(prompt, output_type, endpoint, params)
             call = self._prepare("stream", prompt, output_type, endpoint, params, stream=True)
             return StreamState(call), self._open(call)
 
@@ -436,6 +446,8 @@ class Client:
         endpoint: Endpoint,
         params: dict[str, Any],
     ) -> Response[Any]:
+        if self._watched in _MODULES:  # hooks or spans: the same steps, reported
+            return self._create_watched(where, prompt, output_type, endpoint, params)
         core = self._core
         if core.model is None or core.dialect is None:  # not `core.ready` (a call, every time)
             core.validate(where, prompt, output_type, endpoint, params)
@@ -454,6 +466,40 @@ class Client:
             except errors.LMClientError as exc:
                 delay = call.backoff(exc)
             time.sleep(delay)
+
+    def _create_watched(
+        self,
+        where: str,
+        prompt: Prompt,
+        output_type: Any,
+        endpoint: Endpoint,
+        params: dict[str, Any],
+    ) -> Response[Any]:
+        """`_create`, each step reported to the hooks and the span (`_hooks.Watch`), which is
+        current while the request is built and sent."""
+        with self._observer.watch(endpoint, stream=False) as watch:
+            if not self._core.ready:
+                self._core.validate(where, prompt, output_type, endpoint, params)
+                self._setup(params)
+            params = watch.begin(self._core, params)
+            call = self._core.prepare(where, prompt, output_type, endpoint, params)
+            while True:
+                try:
+                    timeouts = call.timeouts()  # raises once the deadline has passed: not sent
+                    watch.sending(call)
+                    raw = self._transport.send(
+                        call.request, timeouts, call.max_response_bytes, call.deadline_at
+                    )
+                    watch.received(raw.status, raw.headers)
+                    return watch.finished(call.finish(raw.status, raw.headers, raw.body))
+                except errors.ValidationError as exc:
+                    call = call.reask(exc)
+                    watch.reasked(call, exc)
+                    continue
+                except errors.LMClientError as exc:
+                    delay = call.backoff(exc)
+                    watch.retrying(delay, exc)
+                time.sleep(delay)
 
     def _prepare(
         self,
@@ -518,13 +564,31 @@ class Client:
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def _open(self, call: Call) -> Opened:
+    def _open_watched(
+        self, prompt: Prompt, output_type: Any, endpoint: Endpoint, params: dict[str, Any]
+    ) -> tuple[StreamState, Opened]:
+        """`stream`'s opener with a `Watch`, which the stream reports its end to."""
+        with self._observer.watch(endpoint, stream=True) as watch:
+            if not self._core.ready:
+                self._setup(params)  # the input was checked by `stream`
+            params = watch.begin(self._core, params)
+            call = self._core.prepare("stream", prompt, output_type, endpoint, params, stream=True)
+            state = StreamState(call)
+            state.watch = watch
+            return state, self._open(call, watch)
+
+    def _open(self, call: Call, watch: Watch | None = None) -> Opened:
         """Open a stream, retrying while nothing has been yielded yet."""
         while True:
             try:
+                timeouts = call.timeouts()
+                if watch is not None:
+                    watch.sending(call)
                 response = self._transport.stream(
-                    call.request, call.timeouts(), call.max_response_bytes, call.deadline_at
+                    call.request, timeouts, call.max_response_bytes, call.deadline_at
                 )
+                if watch is not None:
+                    watch.received(response.status, response.headers)
                 if response.status < 300:
                     return response
                 try:
@@ -534,6 +598,8 @@ class Client:
                 raise api_error(response.status, response.headers, body)
             except errors.LMClientError as exc:
                 delay = call.backoff(exc)
+                if watch is not None:
+                    watch.retrying(delay, exc)
             time.sleep(delay)
 
     def close(self) -> None:

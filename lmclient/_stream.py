@@ -127,10 +127,32 @@ class _StreamBase(Generic[T]):
         return self._state is not None and self._state.done
 
     def _finished(self) -> Response[T]:
-        assert self._state is not None
+        state = self._state
+        assert state is not None
         if self._result is None:
-            self._result = self._state.result()
+            watch = state.watch
+            self._result = state.result() if watch is None else watch.stream_result(state)
         return self._result
+
+    def _failed(self, exc: Exception) -> None:
+        """An observed stream's failure while reading, reported to its hooks and span."""
+        if self._state is not None and self._state.watch is not None:
+            self._state.watch.failed(exc)
+
+    def _report_end(self) -> None:
+        """An observed stream's end, reported when it is released: its result if it was read
+        to its end (a failure to validate is reported, and raised by `read`), else that it was
+        closed early."""
+        state = self._state
+        if state is None or state.watch is None or state.watch.done:
+            return
+        if not state.done:
+            state.watch.closed(state)
+            return
+        try:
+            self._finished()
+        except Exception:  # reported by `Watch.stream_result`; `read` raises it
+            pass
 
 
 class Stream(_StreamBase[T]):
@@ -174,6 +196,9 @@ class Stream(_StreamBase[T]):
             for chunk in chunks:
                 yield from state.feed(chunk)
             yield from state.end()
+        except Exception as exc:
+            self._failed(exc)
+            raise
         finally:
             self.close()
 
@@ -232,6 +257,9 @@ class Stream(_StreamBase[T]):
             for chunk in self._chunks:
                 yield from state.tagged(state.feed(chunk))
             yield from state.tagged(state.end())
+        except Exception as exc:
+            self._failed(exc)
+            raise
         finally:
             self.close()
         self.read()
@@ -251,6 +279,9 @@ class Stream(_StreamBase[T]):
                 yield from decode(state.closed_calls())
             state.end()
             yield from decode(state.closed_calls())
+        except Exception as exc:
+            self._failed(exc)
+            raise
         finally:
             self.close()
         self.read()
@@ -265,6 +296,9 @@ class Stream(_StreamBase[T]):
                     for chunk in self._chunks:
                         state.feed(chunk)
                     state.end()
+                except Exception as exc:
+                    self._failed(exc)
+                    raise
                 finally:
                     self.close()
             else:
@@ -285,6 +319,7 @@ class Stream(_StreamBase[T]):
         response, self._response = self._response, None
         if response is not None:
             response.close()
+        self._report_end()
 
 
 class AsyncStream(_StreamBase[T]):
@@ -333,6 +368,9 @@ class AsyncStream(_StreamBase[T]):
                     yield delta
             for delta in state.end():
                 yield delta
+        except Exception as exc:
+            self._failed(exc)
+            raise
         finally:
             await self.aclose()
 
@@ -390,6 +428,9 @@ class AsyncStream(_StreamBase[T]):
                     yield delta
             for delta in state.tagged(state.end()):
                 yield delta
+        except Exception as exc:
+            self._failed(exc)
+            raise
         finally:
             await self.aclose()
         await self.aread()
@@ -409,6 +450,9 @@ class AsyncStream(_StreamBase[T]):
             state.end()
             for call in decode(state.closed_calls()):
                 yield call
+        except Exception as exc:
+            self._failed(exc)
+            raise
         finally:
             await self.aclose()
         await self.aread()
@@ -423,6 +467,9 @@ class AsyncStream(_StreamBase[T]):
                     async for chunk in chunks:
                         state.feed(chunk)
                     state.end()
+                except Exception as exc:
+                    self._failed(exc)
+                    raise
                 finally:
                     await self.aclose()
             else:
@@ -445,3 +492,4 @@ class AsyncStream(_StreamBase[T]):
         response, self._response = self._response, None
         if response is not None:
             await response.aclose()
+        self._report_end()

@@ -18,6 +18,7 @@ from ._types import DECODE_ERRORS
 
 if TYPE_CHECKING:
     from ._core import Call
+    from ._hooks import Watch
     from ._response import Response
 
 __all__ = ["StreamState"]
@@ -47,6 +48,7 @@ class StreamState:
         "id",
         "model",
         "usage",
+        "watch",
     )
 
     _chunks = msgspec.json.Decoder(StreamChunk)
@@ -68,6 +70,7 @@ class StreamState:
         self.usage: Usage | None = None
         self.id: str | None = None
         self.model: str | None = None
+        self.watch: Watch | None = None  # an observed call's (`_hooks`): told how it ends
 
     @property
     def text(self) -> str:

@@ -378,9 +378,13 @@ def test_the_model_can_be_chosen_per_call() -> None:
 def test_the_fake_embeds_for_any_model_name_unless_models_restricts_it() -> None:
     with FakeLLM().serve() as url, lmclient.Client(url, model="prod-embedder") as client:
         assert len(client.embed(["a"])) == 1
-    with FakeLLM(models=["one"]).serve() as url, lmclient.Client(url, model="two") as client:
-        with pytest.raises(lmclient.NotFoundError):
-            client.embed(["a"])
+    fake = FakeLLM(models=["one"])
+    with (
+        fake.serve() as url,
+        lmclient.Client(url, model="two") as client,
+        pytest.raises(lmclient.NotFoundError),
+    ):
+        client.embed(["a"])
 
 
 def test_a_call_that_names_its_model_needs_only_the_probes() -> None:

@@ -89,3 +89,20 @@ def test_a_sync_client_does_not_import_asyncio() -> None:
     code = "import sys, lmclient; lmclient.Client; print('asyncio' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_no_opentelemetry_unless_the_application_imports_it() -> None:
+    """Tracing is automatic once the application has imported OpenTelemetry (`_hooks`): until
+    then neither ``import lmclient`` nor a client (with hooks or not) imports it, even where it
+    is installed (as in the dev venv)."""
+    code = (
+        "import sys, lmclient\n"
+        "before = [m for m in sys.modules if m.startswith('opentelemetry')]\n"
+        "lmclient.Client('http://127.0.0.1:9/v1', model='m')\n"
+        "lmclient.AsyncClient('http://127.0.0.1:9/v1', model='m', hooks=[id])\n"
+        "after = [m for m in sys.modules if m.startswith('opentelemetry')]\n"
+        "import opentelemetry.trace\n"
+        "print(before, after)"  # that import succeeded: installed, so the check means something
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[] []"
