@@ -316,6 +316,7 @@ class AsyncClient:
         numpy. A single str is refused: pass ``[text]``. The texts go in requests of at most
         ``batch_size``, ``concurrency`` of them at once; ``deadline`` bounds the whole call,
         retries and timeouts apply to each request."""
+        params = {"timeout": timeout, "deadline": deadline, "max_retries": max_retries}
         job = EmbeddingJob(
             self._core,
             "embed",
@@ -324,11 +325,9 @@ class AsyncClient:
             dimensions=dimensions,
             batch_size=batch_size,
             concurrency=concurrency,
-            params={"timeout": timeout, "deadline": deadline, "max_retries": max_retries},
+            params=params,
         )
-        if not job.ready:
-            await self._setup({"model": model})
-        return job.result(await self._send_all(job.calls(), concurrency)).vectors
+        return (await self._embeddings(job, concurrency)).vectors
 
     async def create_embeddings(
         self,
@@ -343,6 +342,7 @@ class AsyncClient:
         max_retries: int | None = None,
     ) -> Embeddings:
         """`embed`, with the usage summed over its requests and the model that answered."""
+        params = {"timeout": timeout, "deadline": deadline, "max_retries": max_retries}
         job = EmbeddingJob(
             self._core,
             "create_embeddings",
@@ -351,11 +351,9 @@ class AsyncClient:
             dimensions=dimensions,
             batch_size=batch_size,
             concurrency=concurrency,
-            params={"timeout": timeout, "deadline": deadline, "max_retries": max_retries},
+            params=params,
         )
-        if not job.ready:
-            await self._setup({"model": model})
-        return job.result(await self._send_all(job.calls(), concurrency))
+        return await self._embeddings(job, concurrency)
 
     async def tokenize(
         self,
@@ -564,6 +562,11 @@ class AsyncClient:
             except errors.LMClientError as exc:
                 delay = call.backoff(exc)
             await asyncio.sleep(delay)
+
+    async def _embeddings(self, job: EmbeddingJob, concurrency: int) -> Embeddings:
+        if not job.ready:
+            await self._setup({"model": job.model})
+        return job.result(await self._send_all(job.calls(), concurrency))
 
     async def _send_all(self, calls: list[Lookup[T]], concurrency: int) -> list[T]:
         """Send every call, at most ``concurrency`` at once; the answers in the calls' order.

@@ -308,6 +308,7 @@ class Client:
         numpy. A single str is refused: pass ``[text]``. The texts go in requests of at most
         ``batch_size``, ``concurrency`` of them at once; ``deadline`` bounds the whole call,
         retries and timeouts apply to each request."""
+        params = {"timeout": timeout, "deadline": deadline, "max_retries": max_retries}
         job = EmbeddingJob(
             self._core,
             "embed",
@@ -316,11 +317,9 @@ class Client:
             dimensions=dimensions,
             batch_size=batch_size,
             concurrency=concurrency,
-            params={"timeout": timeout, "deadline": deadline, "max_retries": max_retries},
+            params=params,
         )
-        if not job.ready:
-            self._setup({"model": model})
-        return job.result(self._send_all(job.calls(), concurrency)).vectors
+        return self._embeddings(job, concurrency).vectors
 
     def create_embeddings(
         self,
@@ -335,6 +334,7 @@ class Client:
         max_retries: int | None = None,
     ) -> Embeddings:
         """`embed`, with the usage summed over its requests and the model that answered."""
+        params = {"timeout": timeout, "deadline": deadline, "max_retries": max_retries}
         job = EmbeddingJob(
             self._core,
             "create_embeddings",
@@ -343,11 +343,9 @@ class Client:
             dimensions=dimensions,
             batch_size=batch_size,
             concurrency=concurrency,
-            params={"timeout": timeout, "deadline": deadline, "max_retries": max_retries},
+            params=params,
         )
-        if not job.ready:
-            self._setup({"model": model})
-        return job.result(self._send_all(job.calls(), concurrency))
+        return self._embeddings(job, concurrency)
 
     def tokenize(
         self,
@@ -552,6 +550,11 @@ class Client:
             except errors.LMClientError as exc:
                 delay = call.backoff(exc)
             time.sleep(delay)
+
+    def _embeddings(self, job: EmbeddingJob, concurrency: int) -> Embeddings:
+        if not job.ready:
+            self._setup({"model": job.model})
+        return job.result(self._send_all(job.calls(), concurrency))
 
     def _send_all(self, calls: list[Lookup[T]], concurrency: int) -> list[T]:
         """Send every call, at most ``concurrency`` at once; the answers in the calls' order.
