@@ -20,6 +20,7 @@ from .errors import (
     AuthenticationError,
     BadRequestError,
     ConfigurationError,
+    ContextLengthError,
     LMClientError,
     NotFoundError,
     PermissionDeniedError,
@@ -39,10 +40,19 @@ if TYPE_CHECKING:
     from ._markers import Choice, Grammar, JsonSchema, Regex
     from ._params import CallParams, CreateParams
     from ._progress import Progress
-    from ._protocol import TokenLogprob, TopLogprob, Usage
+    from ._protocol import (
+        CompletionTokensDetails,
+        LlamaCppTimings,
+        PromptTokensDetails,
+        TokenLogprob,
+        TopLogprob,
+        Usage,
+        VllmMetrics,
+    )
     from ._response import Response
     from ._stream import AsyncStream, Stream
     from ._tools import Tool, ToolCall
+    from ._usage import UsageTotal
 
 
 _LAZY = {
@@ -57,6 +67,11 @@ _LAZY = {
     "TokenLogprob": "_protocol",
     "TopLogprob": "_protocol",
     "Usage": "_protocol",
+    "CompletionTokensDetails": "_protocol",
+    "LlamaCppTimings": "_protocol",
+    "PromptTokensDetails": "_protocol",
+    "VllmMetrics": "_protocol",
+    "UsageTotal": "_usage",
     "Response": "_response",
     "Choice": "_markers",
     "Grammar": "_markers",
@@ -80,14 +95,18 @@ __all__ = [
     "CallParams",
     "Choice",
     "Client",
+    "CompletionTokensDetails",
     "ConfigurationError",
+    "ContextLengthError",
     "CreateParams",
     "Grammar",
     "JsonSchema",
     "LMClientError",
+    "LlamaCppTimings",
     "NotFoundError",
     "PermissionDeniedError",
     "Progress",
+    "PromptTokensDetails",
     "ProtocolError",
     "RateLimitError",
     "RefusalError",
@@ -103,6 +122,8 @@ __all__ = [
     "TruncatedError",
     "UnsupportedConstraintError",
     "Usage",
+    "UsageTotal",
     "ValidationError",
+    "VllmMetrics",
     "__version__",
 ]

@@ -6,22 +6,30 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from ._protocol import TokenLogprob, Usage
+from ._protocol import LlamaCppTimings, TokenLogprob, Usage, VllmMetrics
 from ._tools import ToolCall
 
 __all__ = ["Response"]
 
 T = TypeVar("T")
 
+_decode = msgspec.json.decode
+
 
 class Response(msgspec.Struct, Generic[T], frozen=True):
     """The result of `Client.create`: ``value`` is ``values[0]``; every choice was validated.
 
-    ``raw`` is the decoded wire struct (`protocol.ChatCompletion` or `protocol.Completion`),
-    ``retries`` how many transport retries the call took, ``reasks`` how many times an invalid
-    answer was sent back to the model for correction (``max_reasks``), ``compact`` whether the
-    server was held to lmclient's compact grammar (no whitespace outside strings, see the
-    client's ``whitespace=``) rather than its own JSON converter. A msgspec Struct: built
+    ``retries`` is how many transport retries the call took, ``reasks`` how many times an
+    invalid answer was sent back to the model for correction (``max_reasks``), ``compact``
+    whether the server was held to lmclient's compact grammar (no whitespace outside strings,
+    see the client's ``whitespace=``) rather than its own JSON converter. ``usage`` is the
+    last answer's; ``total_usage`` the sum of every answer's the call received (the invalid
+    ones that were re-asked, and the last) that reported usage; a retried attempt ended in an
+    error status, which reports none. ``metrics`` is what the server
+    measured of the request, where it sends it: `VllmMetrics` or `LlamaCppTimings`.
+
+    The body is kept as received, undecoded (a ``msgspec.Raw``: encoding a `Response` writes
+    it verbatim), so that `raw` costs only the calls that read it. A msgspec Struct: built
     on every call, and far cheaper to build than a frozen dataclass.
     """
 
@@ -31,7 +39,8 @@ class Response(msgspec.Struct, Generic[T], frozen=True):
     usage: Usage | None
     model: str | None
     id: str | None
-    raw: Any
+    # the body (a stream: its events' data, a list), read by `raw`; encoded as "raw"
+    _raw: msgspec.Raw | list[msgspec.Raw] | None = msgspec.field(name="raw")
     reasoning: str | None = None
     logprobs: list[TokenLogprob] | None = None
     retries: int = 0
@@ -39,6 +48,9 @@ class Response(msgspec.Struct, Generic[T], frozen=True):
     compact: bool = False
     # the first choice's, validated (`tools=`); a tuple, so that no call pays for a new list
     tool_calls: tuple[ToolCall[Any], ...] = ()
+    metrics: VllmMetrics | LlamaCppTimings | None = None
+    # every answer's usage: the invalid ones that were re-asked, and the last (`add_usage`)
+    total_usage: Usage | None = None
 
     @property
     def value(self) -> T:
@@ -51,6 +63,18 @@ class Response(msgspec.Struct, Generic[T], frozen=True):
     @property
     def finish_reason(self) -> str | None:
         return self.finish_reasons[0]
+
+    @property
+    def raw(self) -> Any:
+        """The whole body as the server sent it, every field kept, known or not: a ``dict``;
+        for a stream, the list of its events' objects (each chunk, the usage chunk included;
+        not ``[DONE]``). Decoded anew at each access: keep it."""
+        raw = self._raw
+        if raw is None:
+            return None
+        if isinstance(raw, list):
+            return [_decode(event) for event in raw]
+        return _decode(raw)
 
     @property
     def message(self) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from . import errors
-from ._protocol import StreamChunk, Usage, WireFunction, WireToolCall
+from ._protocol import LlamaCppTimings, StreamChunk, Usage, VllmMetrics, WireFunction, WireToolCall
 from ._sse import ServerSentEvent, SSEDecoder
 from ._status import api_error
 from ._types import DECODE_ERRORS
@@ -27,13 +27,16 @@ class StreamState:
     """One stream's state, from its first byte to its `Response`.
 
     Only choice 0 is followed (``n`` is a parameter of `create` only). Bytes after ``[DONE]``
-    are read and ignored, so the connection can go back to the pool.
+    are read and ignored, so the connection can go back to the pool. Each event's data is
+    kept, undecoded, for `Response.raw`; ``usage`` and ``metrics`` are the last sent (vLLM and
+    llama.cpp send them on the last chunks).
     """
 
     __slots__ = (
         "_call",
         "_calls",
         "_calls_sent",
+        "_data",
         "_moved",
         "_parts",
         "_reasoning",
@@ -45,6 +48,7 @@ class StreamState:
         "events",
         "finish_reason",
         "id",
+        "metrics",
         "model",
         "usage",
     )
@@ -66,6 +70,8 @@ class StreamState:
         self.events = 0
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
+        self.metrics: VllmMetrics | LlamaCppTimings | None = None
+        self._data: list[bytes] = []  # every event's data but [DONE]: `Response.raw`
         self.id: str | None = None
         self.model: str | None = None
 
@@ -78,6 +84,11 @@ class StreamState:
         """The content deltas so far, in order: the live list, which `partials()` reads by
         index, so that it sees every delta whoever iterated the stream."""
         return self._parts
+
+    @property
+    def raw(self) -> list[Any]:
+        """The events' data received so far, decoded (`Stream.raw`)."""
+        return [msgspec.json.decode(data) for data in self._data]
 
     @property
     def call(self) -> Call:
@@ -128,10 +139,11 @@ class StreamState:
             usage=self.usage,
             model=self.model,
             id=self.id,
-            raw=None,
+            raw=[msgspec.Raw(data) for data in self._data],
             reasoning="".join(self._reasoning) or None,
             refusal="".join(self._refusal) or None,
             tool_calls=self._tool_calls(),
+            metrics=self.metrics,
         )
 
     def _tool_call_deltas(self, deltas: list[WireToolCall]) -> None:
@@ -190,8 +202,11 @@ class StreamState:
             raise errors.ProtocolError(f"bad stream event ({exc})", body=data) from None
         if chunk.error is not None:
             raise _event_error(data)
+        self._data.append(data)
         if chunk.usage is not None:
             self.usage = chunk.usage
+        if chunk.metrics is not None or chunk.timings is not None:
+            self.metrics = chunk.metrics or chunk.timings
         self.id = chunk.id or self.id
         self.model = chunk.model or self.model
         for choice in chunk.choices:
