@@ -66,23 +66,25 @@ def api_error(status: int, headers: Mapping[str, str], body: bytes) -> errors.AP
     )
 
 
-# What says that a prompt does not fit the context, per server (each message from its source,
-# recorded answers in tests/fixtures): vLLM <= 0.9 "This model's maximum context length is N
-# tokens. However, you requested T tokens (P in the messages, M in the completion)" or "... you
-# requested P tokens in the messages"; vLLM 0.10-0.11 "'max_tokens' or 'max_completion_tokens'
-# is too large: M. This model's maximum context length is N tokens and your request has P input
-# tokens"; vLLM 0.32 "This model's maximum context length is N tokens. However, your prompt
-# contains [at least] P input tokens", "... contains C characters", "max_tokens=M cannot be
-# greater than max_model_len=N", "Input length (P) exceeds model's maximum context length (N)";
-# SGLang "The input (P tokens) is longer than the model's context length (N tokens)" and
-# "Requested token count exceeds the model's maximum context length of N tokens. You requested
-# a total of T tokens: P tokens from the input messages and M tokens for the completion";
-# llama.cpp "request (P tokens) exceeds the available context size (N tokens)" (its type
-# `exceed_context_size_error` and the fields `n_prompt_tokens`, `n_ctx`); OpenAI's code
-# `context_length_exceeded` ("... However, your messages resulted in P tokens").
+# What says that a prompt does not fit the context, per server. Read in the source: vLLM 0.5
+# "This model's maximum context length is N tokens. However, you requested T tokens (P in the
+# messages, M in the completion)" or "... you requested P tokens in the messages"; vLLM 0.32
+# "... However, your prompt contains [at least] P input tokens" (or "C characters"),
+# "max_tokens=M cannot be greater than max_model_len=N", "Input length (P) exceeds model's
+# maximum context length (N)"; SGLang "The input (P tokens) is longer than the model's context
+# length (N tokens)" and "Requested token count exceeds the model's maximum context length of N
+# tokens. You requested a total of T tokens: P tokens from the input messages and M tokens for
+# the completion"; llama.cpp "request (P tokens) exceeds the available context size (N tokens)"
+# (type `exceed_context_size_error`, fields `n_prompt_tokens` and `n_ctx`). As users quote
+# them: vLLM between those, "... However, your request has P input tokens", "'max_tokens' or
+# 'max_completion_tokens' is too large: M. This model's maximum context length is N tokens and
+# your request has P input tokens", "... you requested M output tokens and your prompt contains
+# P input tokens"; OpenAI, code `context_length_exceeded`, "... However, your messages
+# resulted in P tokens" (completions: "you requested T tokens (P in your prompt; M for the
+# completion)"). Recorded answers: tests/fixtures.
 _CONTEXT_SAYS = re.compile(
-    r"maximum context length|context length \(|cannot be greater than max_model_len"
-    r"|exceeds the available context size",
+    r"maximum context length|context length \(|exceeds the available context size"
+    r"|max_(?:completion_)?tokens=\d+ cannot be greater than max_model_len",
     re.IGNORECASE,
 )
 _CONTEXT = re.compile(
@@ -93,12 +95,13 @@ _CONTEXT = re.compile(
 _PROMPT = re.compile(
     r"(\d+) in the messages|requested (\d+) tokens in the messages|request has (\d+) input"
     r"|prompt contains (?:at least )?(\d+) input|Input length \((\d+)\)|input \((\d+) tokens\)"
-    r"|(\d+) tokens from the input|request \((\d+) tokens\)|messages resulted in (\d+) tokens",
+    r"|(\d+) tokens from the input|request \((\d+) tokens\)|messages resulted in (\d+) tokens"
+    r"|(\d+) in your prompt",
     re.IGNORECASE,
 )
 _REQUESTED = re.compile(
     r"(\d+) in the completion|is too large: (\d+)|max_(?:completion_)?tokens=(\d+) cannot"
-    r"|(\d+) tokens for the completion",
+    r"|(\d+) tokens for the completion|requested (\d+) output tokens|(\d+) for the completion",
     re.IGNORECASE,
 )
 
