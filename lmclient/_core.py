@@ -42,11 +42,9 @@ from ._params import CALL_PARAMS, Timeouts, check_params, env_api_key, env_base_
 from ._protocol import (
     ChatCompletion,
     Completion,
-    LlamaCppTimings,
     ModelList,
     TokenLogprob,
     Usage,
-    VllmMetrics,
     WireToolCall,
     add_usage,
 )
@@ -660,12 +658,11 @@ class Call(Attempts):
             usage=wire.usage,
             model=wire.model,
             id=wire.id,
-            raw=msgspec.Raw(body),
+            raw=body,
             reasoning=reasoning,
             refusal=refusal,
             logprobs=first.logprobs.content if first.logprobs is not None else None,
             tool_calls=msg.tool_calls,
-            metrics=wire.metrics or wire.timings,
         )
 
     def _completion(self, wire: Completion, body: bytes) -> Response[Any]:
@@ -685,9 +682,8 @@ class Call(Attempts):
             usage=wire.usage,
             model=wire.model,
             id=wire.id,
-            raw=msgspec.Raw(body),
+            raw=body,
             logprobs=first.normalized() if first is not None else None,
-            metrics=wire.metrics or wire.timings,
         )
 
     def _one(
@@ -709,15 +705,13 @@ class Call(Attempts):
             usage,
             wire.model,
             wire.id,
-            msgspec.Raw(body),
+            body,
+            usage if spent is None else add_usage(spent, usage),
             reasoning,
             None,
             self.retries,
             self.reasks,
             self.plan.compact,
-            (),
-            wire.metrics or wire.timings,
-            usage if spent is None else add_usage(spent, usage),
         )
 
     def spend(self, exc: errors.ValidationError, usage: Usage | None) -> None:
@@ -733,12 +727,11 @@ class Call(Attempts):
         usage: Usage | None,
         model: str | None,
         id: str | None,
-        raw: msgspec.Raw | list[msgspec.Raw],
+        raw: bytes | list[bytes],
         reasoning: str | None = None,
         refusal: str | None = None,
         logprobs: list[TokenLogprob] | None = None,
         tool_calls: list[WireToolCall] | None = None,
-        metrics: VllmMetrics | LlamaCppTimings | None = None,
     ) -> Response[Any]:
         """Validate every choice's text into the output type, and the first choice's tool
         calls into their tools' types; the same for bodies and streams. ``raw`` is the body
@@ -757,14 +750,13 @@ class Call(Attempts):
             model,
             id,
             raw,
+            usage if spent is None else add_usage(spent, usage),
             reasoning,
             logprobs,
             self.retries,
             self.reasks,
             self.plan.compact,
             calls,
-            metrics,
-            usage if spent is None else add_usage(spent, usage),
         )
 
     def _validated(

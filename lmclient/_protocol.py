@@ -20,6 +20,7 @@ __all__ = [
     "CompletionLogprobs",
     "CompletionTokensDetails",
     "LlamaCppTimings",
+    "Measured",
     "ModelList",
     "PromptTokensDetails",
     "StreamChunk",
@@ -47,7 +48,7 @@ class CompletionTokensDetails(msgspec.Struct, frozen=True, gc=False):
     reasoning_tokens: int | None = None
 
 
-class Usage(msgspec.Struct, frozen=True, gc=False, repr_omit_defaults=True):
+class Usage(msgspec.Struct, frozen=True, gc=False, omit_defaults=True, repr_omit_defaults=True):
     """Token counts as the server reported them (``None`` where it sent none).
 
     The details are the servers' own objects; `cached_tokens` and `reasoning_tokens` read them
@@ -217,8 +218,6 @@ class ChatCompletion(msgspec.Struct, gc=False):
     id: str | None = None
     model: str | None = None
     usage: Usage | None = None
-    metrics: VllmMetrics | None = None
-    timings: LlamaCppTimings | None = None
 
 
 class CompletionChoice(msgspec.Struct, gc=False):
@@ -233,8 +232,6 @@ class Completion(msgspec.Struct, gc=False):
     id: str | None = None
     model: str | None = None
     usage: Usage | None = None
-    metrics: VllmMetrics | None = None
-    timings: LlamaCppTimings | None = None
 
 
 class Delta(msgspec.Struct, gc=False):
@@ -259,9 +256,15 @@ class StreamChunk(msgspec.Struct, gc=False):
     usage: Usage | None = None
     id: str | None = None
     model: str | None = None
-    metrics: VllmMetrics | None = None
-    timings: LlamaCppTimings | None = None
     error: Any = None  # an error event inside a 200 stream
+
+
+class Measured(msgspec.Struct, gc=False):
+    """The server's measures of a request, in a body or a chunk: read only when asked for
+    (`Response.metrics`), so that no call pays for fields it does not read."""
+
+    metrics: VllmMetrics | None = None  # vLLM
+    timings: LlamaCppTimings | None = None  # llama.cpp
 
 
 class ModelCard(msgspec.Struct):

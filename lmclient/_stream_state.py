@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from . import errors
-from ._protocol import LlamaCppTimings, StreamChunk, Usage, VllmMetrics, WireFunction, WireToolCall
+from ._protocol import (
+    LlamaCppTimings,
+    Measured,
+    StreamChunk,
+    Usage,
+    VllmMetrics,
+    WireFunction,
+    WireToolCall,
+)
 from ._sse import ServerSentEvent, SSEDecoder
 from ._status import api_error
 from ._types import DECODE_ERRORS
@@ -28,8 +36,8 @@ class StreamState:
 
     Only choice 0 is followed (``n`` is a parameter of `create` only). Bytes after ``[DONE]``
     are read and ignored, so the connection can go back to the pool. Each event's data is
-    kept, undecoded, for `Response.raw`; ``usage`` and ``metrics`` are the last sent (vLLM and
-    llama.cpp send them on the last chunks).
+    kept, undecoded, for `Response.raw` and ``metrics`` (read from it when asked: vLLM and
+    llama.cpp send them on the last chunks); ``usage`` is the last sent.
     """
 
     __slots__ = (
@@ -48,7 +56,6 @@ class StreamState:
         "events",
         "finish_reason",
         "id",
-        "metrics",
         "model",
         "usage",
     )
@@ -70,7 +77,6 @@ class StreamState:
         self.events = 0
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
-        self.metrics: VllmMetrics | LlamaCppTimings | None = None
         self._data: list[bytes] = []  # every event's data but [DONE]: `Response.raw`
         self.id: str | None = None
         self.model: str | None = None
@@ -84,6 +90,15 @@ class StreamState:
         """The content deltas so far, in order: the live list, which `partials()` reads by
         index, so that it sees every delta whoever iterated the stream."""
         return self._parts
+
+    @property
+    def metrics(self) -> VllmMetrics | LlamaCppTimings | None:
+        """The server's measures, from the last event that has them (`Stream.metrics`)."""
+        for data in reversed(self._data):
+            measured = _measured(data)
+            if measured.metrics is not None or measured.timings is not None:
+                return measured.metrics or measured.timings
+        return None
 
     @property
     def raw(self) -> list[Any]:
@@ -139,11 +154,10 @@ class StreamState:
             usage=self.usage,
             model=self.model,
             id=self.id,
-            raw=[msgspec.Raw(data) for data in self._data],
+            raw=self._data,
             reasoning="".join(self._reasoning) or None,
             refusal="".join(self._refusal) or None,
             tool_calls=self._tool_calls(),
-            metrics=self.metrics,
         )
 
     def _tool_call_deltas(self, deltas: list[WireToolCall]) -> None:
@@ -205,8 +219,6 @@ class StreamState:
         self._data.append(data)
         if chunk.usage is not None:
             self.usage = chunk.usage
-        if chunk.metrics is not None or chunk.timings is not None:
-            self.metrics = chunk.metrics or chunk.timings
         self.id = chunk.id or self.id
         self.model = chunk.model or self.model
         for choice in chunk.choices:
@@ -228,6 +240,9 @@ class StreamState:
                     self._tool_call_deltas(delta.tool_calls)
             if choice.finish_reason:
                 self.finish_reason = choice.finish_reason
+
+
+_measured = msgspec.json.Decoder(Measured).decode
 
 
 def _wire_call(index: int, head: list[str | None], pieces: list[str]) -> WireToolCall:

@@ -4,6 +4,7 @@ Recorded bodies decode as each server sent them; the rest runs over real sockets
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -139,12 +140,15 @@ def test_usage_sums_count_by_count() -> None:
         a + 1  # type: ignore[operator]
 
 
-def test_response_encodes_raw_verbatim() -> None:
-    """Encoding a `Response` (the CLI's ``--full``) writes the body as the server sent it."""
+def test_response_keeps_the_body_bytes() -> None:
+    """The body is kept as received (encoded as ``body``, in base64); `raw` decodes it."""
     body = chat_body("yes")
     body["server_extra"] = {"kept": [1, 2]}
-    response = finish(json.dumps(body).encode())
-    assert msgspec.json.decode(msgspec.json.encode(response))["raw"] == body
+    sent = json.dumps(body).encode()
+    response = finish(sent)
+    encoded = msgspec.json.decode(msgspec.json.encode(response))
+    assert base64.b64decode(encoded["body"]) == sent
+    assert response.raw == body and response.raw is not response.raw  # decoded at each access
 
 
 # -- over real sockets: the fake's extra fields come back ---------------------------------------
