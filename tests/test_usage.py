@@ -89,6 +89,31 @@ def test_vllm_body_without_details_nor_metrics() -> None:
     assert response.raw["choices"][1]["stop_reason"] is None
 
 
+def test_vllm_recorded_metrics_and_cached_tokens() -> None:
+    """vLLM 0.32 with ``--enable-per-request-metrics --enable-prompt-tokens-details``."""
+    body = (VLLM_LIVE / "chat_metrics.response.json").read_bytes()
+    response = finish(body)
+    assert response.usage is not None and response.usage.cached_tokens == 0
+    metrics = response.metrics
+    assert isinstance(metrics, lmclient.VllmMetrics)
+    assert metrics == lmclient.VllmMetrics(**json.loads(body)["metrics"])
+    assert metrics.time_to_first_token_ms is not None and metrics.time_to_first_token_ms > 0
+    assert response.raw["usage"]["prompt_tokens_details"]["created_cache_tokens"] == 0
+
+
+def test_vllm_recorded_stream_metrics_on_the_usage_chunk() -> None:
+    sse = (VLLM_LIVE / "chat_metrics_stream.response.sse").read_bytes()
+    core = _core.ClientCore("http://h/v1", "m", dialect="vllm")
+    state = StreamState(core.prepare("stream", "Q", str, "chat", {}, stream=True))
+    state.feed(sse)
+    state.end()
+    response = state.result()
+    assert isinstance(response.metrics, lmclient.VllmMetrics)
+    assert response.metrics.tokens_per_second == state.raw[-1]["metrics"]["tokens_per_second"]
+    assert "metrics" not in state.raw[-2]  # the last content chunk has none
+    assert response.usage == lmclient.Usage(13, 6, 19, lmclient.PromptTokensDetails(0))
+
+
 @pytest.mark.parametrize(
     ("usage", "cached", "reasoning"),
     [
