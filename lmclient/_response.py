@@ -26,8 +26,8 @@ class Response(msgspec.Struct, Generic[T], frozen=True):
     see the client's ``whitespace=``) rather than its own JSON converter. ``usage`` is the
     last answer's; ``total_usage`` the sum of every answer's the call received (the invalid
     ones that were re-asked, and the last) that reported usage; a retried attempt ended in an
-    error status, which reports none. `metrics` is what the server
-    measured of the request, where it sends it: `VllmMetrics` or `LlamaCppTimings`.
+    error status, which reports none. `metrics` is what the server measured of the request,
+    where it sends it: `VllmMetrics` or `LlamaCppTimings`.
 
     The body is kept as received, undecoded, so that `raw` and `metrics` cost only the calls
     that read them (msgspec encodes it as ``body``, in base64; encode `raw` for the JSON). A
