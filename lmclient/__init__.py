@@ -20,6 +20,7 @@ from .errors import (
     AuthenticationError,
     BadRequestError,
     ConfigurationError,
+    ContextLengthError,
     LMClientError,
     NotFoundError,
     PermissionDeniedError,
@@ -51,10 +52,19 @@ if TYPE_CHECKING:
     from ._markers import Choice, Grammar, JsonSchema, Regex
     from ._params import CallParams, CreateParams, FileParams
     from ._progress import Progress
-    from ._protocol import TokenLogprob, TopLogprob, Usage
+    from ._protocol import (
+        CompletionTokensDetails,
+        LlamaCppTimings,
+        PromptTokensDetails,
+        TokenLogprob,
+        TopLogprob,
+        Usage,
+        VllmMetrics,
+    )
     from ._response import Response
     from ._stream import AsyncStream, Stream
     from ._tools import Tool, ToolCall
+    from ._usage import UsageTotal
 
 
 _LAZY = {
@@ -80,6 +90,11 @@ _LAZY = {
     "TokenLogprob": "_protocol",
     "TopLogprob": "_protocol",
     "Usage": "_protocol",
+    "CompletionTokensDetails": "_protocol",
+    "LlamaCppTimings": "_protocol",
+    "PromptTokensDetails": "_protocol",
+    "VllmMetrics": "_protocol",
+    "UsageTotal": "_usage",
     "Response": "_response",
     "Choice": "_markers",
     "Grammar": "_markers",
@@ -105,7 +120,9 @@ __all__ = [
     "CallParams",
     "Choice",
     "Client",
+    "CompletionTokensDetails",
     "ConfigurationError",
+    "ContextLengthError",
     "CreateParams",
     "Embeddings",
     "FileParams",
@@ -114,9 +131,11 @@ __all__ = [
     "HookEvent",
     "JsonSchema",
     "LMClientError",
+    "LlamaCppTimings",
     "NotFoundError",
     "PermissionDeniedError",
     "Progress",
+    "PromptTokensDetails",
     "ProtocolError",
     "RateLimitError",
     "Reasking",
@@ -137,6 +156,8 @@ __all__ = [
     "TruncatedError",
     "UnsupportedConstraintError",
     "Usage",
+    "UsageTotal",
     "ValidationError",
+    "VllmMetrics",
     "__version__",
 ]

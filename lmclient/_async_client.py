@@ -32,6 +32,7 @@ from ._status import api_error
 from ._stream import AsyncOpened, AsyncStream
 from ._stream_state import StreamState
 from ._transports.aio import AsyncTransport
+from ._usage import UsageTotal
 
 if TYPE_CHECKING:
     from typing_extensions import Self, Unpack
@@ -248,13 +249,15 @@ class AsyncClient:
         concurrency: int = 16,
         return_exceptions: bool = False,
         on_result: Callable[[int, Any], object] | None = None,
+        usage: UsageTotal | None = None,
         **params: Unpack[CallParams],
     ) -> list[Any]:
         """Run many calls at once, at most ``concurrency`` in flight, and return their values in
         input order. An item is a prompt or a ``(prompt, output_type)`` pair. With
         ``return_exceptions=True`` a failed item is its `LMClientError` and the rest still run;
         otherwise the first failure cancels the rest and is raised. ``on_result(index, value)``
-        is called in the caller's task as each item finishes (a progress bar, for instance)."""
+        is called in the caller's task as each item finishes (a progress bar, for instance);
+        ``usage`` (a `UsageTotal`) gets every finished item's usage added, failed ones too."""
         return await self._many(
             "generate",
             "chat",
@@ -263,6 +266,7 @@ class AsyncClient:
             concurrency,
             return_exceptions,
             on_result,
+            usage,
             params,
         )
 
@@ -274,6 +278,7 @@ class AsyncClient:
         concurrency: int = 16,
         return_exceptions: bool = False,
         on_result: Callable[[int, Any], object] | None = None,
+        usage: UsageTotal | None = None,
         **params: Unpack[CallParams],
     ) -> list[Any]:
         """`generate_many` for the completions endpoint."""
@@ -285,6 +290,7 @@ class AsyncClient:
             concurrency,
             return_exceptions,
             on_result,
+            usage,
             params,
         )
 
@@ -419,6 +425,7 @@ class AsyncClient:
         concurrency: int,
         return_exceptions: bool,
         on_result: Callable[[int, Any], object] | None,
+        usage: UsageTotal | None,
         params: Any,
     ) -> list[Any]:
         items = self._core.batch(where, prompts, output_type, endpoint, params, concurrency)
@@ -429,11 +436,17 @@ class AsyncClient:
             for index in pending:
                 prompt, tp = items[index]
                 try:
-                    value = (await self._create(where, prompt, tp, endpoint, params)).values[0]
+                    response = await self._create(where, prompt, tp, endpoint, params)
                 except errors.LMClientError as exc:
+                    if usage is not None:
+                        usage.add(exc)
                     if not return_exceptions:
                         raise
-                    value = exc
+                    value: Any = exc
+                else:
+                    if usage is not None:
+                        usage.add(response)
+                    value = response.values[0]
                 results[index] = value
                 if on_result is not None:
                     on_result(index, value)

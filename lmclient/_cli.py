@@ -315,8 +315,12 @@ def _generate(args: argparse.Namespace) -> int:
         if args.n is not None:
             params["n"] = args.n
         response = client.create(prompt, output_type, endpoint=endpoint, **params)
-    if args.full:
-        print_json(response)
+    if args.full:  # the body as JSON, not as the bytes the Response keeps
+        import msgspec
+
+        full = msgspec.to_builtins(response)
+        del full["body"]
+        print_json({**full, "raw": response.raw})
     elif len(response.values) > 1:  # JSON lines: a multi-line text stays on one line
         for value in response.values:
             print_json(value)

@@ -34,6 +34,7 @@ from ._status import api_error
 from ._stream import Opened, Stream
 from ._stream_state import StreamState
 from ._transports.sync import SyncTransport
+from ._usage import UsageTotal
 
 if TYPE_CHECKING:
     from typing_extensions import Self, Unpack
@@ -240,13 +241,15 @@ class Client:
         concurrency: int = 16,
         return_exceptions: bool = False,
         on_result: Callable[[int, Any], object] | None = None,
+        usage: UsageTotal | None = None,
         **params: Unpack[CallParams],
     ) -> list[Any]:
         """Run many calls at once, at most ``concurrency`` in flight, and return their values in
         input order. An item is a prompt or a ``(prompt, output_type)`` pair. With
         ``return_exceptions=True`` a failed item is its `LMClientError` and the rest still run;
         otherwise the first failure cancels the rest and is raised. ``on_result(index, value)``
-        is called in the caller's thread as each item finishes (a progress bar, for instance)."""
+        is called in the caller's thread as each item finishes (a progress bar, for instance);
+        ``usage`` (a `UsageTotal`) gets every finished item's usage added, failed ones too."""
         return self._many(
             "generate",
             "chat",
@@ -255,6 +258,7 @@ class Client:
             concurrency,
             return_exceptions,
             on_result,
+            usage,
             params,
         )
 
@@ -266,6 +270,7 @@ class Client:
         concurrency: int = 16,
         return_exceptions: bool = False,
         on_result: Callable[[int, Any], object] | None = None,
+        usage: UsageTotal | None = None,
         **params: Unpack[CallParams],
     ) -> list[Any]:
         """`generate_many` for the completions endpoint."""
@@ -277,6 +282,7 @@ class Client:
             concurrency,
             return_exceptions,
             on_result,
+            usage,
             params,
         )
 
@@ -411,6 +417,7 @@ class Client:
         concurrency: int,
         return_exceptions: bool,
         on_result: Callable[[int, Any], object] | None,
+        usage: UsageTotal | None,
         params: Any,
     ) -> list[Any]:
         items = self._core.batch(where, prompts, output_type, endpoint, params, concurrency)
@@ -424,6 +431,8 @@ class Client:
             for future in as_completed(futures):
                 index = futures[future]
                 failure = future.exception()
+                if usage is not None:
+                    usage.add(future.result() if failure is None else failure)
                 if failure is None:
                     results[index] = future.result().values[0]
                 elif return_exceptions and isinstance(failure, errors.LMClientError):

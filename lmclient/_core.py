@@ -39,7 +39,15 @@ from ._dialects import (
 )
 from ._extra import merge_extra
 from ._params import CALL_PARAMS, Timeouts, check_params, env_api_key, env_base_url
-from ._protocol import ChatCompletion, Completion, ModelList, TokenLogprob, Usage, WireToolCall
+from ._protocol import (
+    ChatCompletion,
+    Completion,
+    ModelList,
+    TokenLogprob,
+    Usage,
+    WireToolCall,
+    add_usage,
+)
 from ._reasoning import REASONING_PARAMS, reasoning_fields, reasoning_params, thinking_room
 from ._response import Response
 from ._serving import HEADER_PARAMS, TABLED, check_model, serving_fields, trace_headers
@@ -617,6 +625,7 @@ class Call(Attempts):
         "plan",
         "reasks",
         "spec",
+        "spent",  # the usage of the answers re-asked so far (`add_usage`), or None
         "tool_choice",  # set with `tools` only: read only when there are tools
         "tools",
     )
@@ -651,6 +660,7 @@ class Call(Attempts):
         self.endpoint = endpoint
         self.reasks = 0
         self.attempts: list[str] = []  # texts of the answers re-asked so far
+        self.spent: Usage | None = None
         self.caveat = core.caveat
 
     def finish(self, status: int, headers: Mapping[str, str], body: bytes) -> Response[Any]:
@@ -664,7 +674,7 @@ class Call(Attempts):
             wire: Any = _CHAT.decode(body) if chat else _COMPLETION.decode(body)
         except DECODE_ERRORS as exc:
             raise errors.ProtocolError(f"unexpected response body ({exc})", body=body) from None
-        return self._chat(wire) if chat else self._completion(wire)
+        return self._chat(wire, body) if chat else self._completion(wire, body)
 
     def reask(self, exc: errors.ValidationError) -> Call:
         """The call that asks again after an invalid answer, with that answer and the reason
@@ -695,6 +705,7 @@ class Call(Attempts):
         )
         again.reasks = self.reasks + 1
         again.attempts = exc.attempts
+        again.spent = exc.total_usage
         log.warning(
             "re-ask %d of %d after invalid output: %s", again.reasks, self.max_reasks, exc.detail
         )
@@ -702,7 +713,7 @@ class Call(Attempts):
 
     # -- response bodies -------------------------------------------------------------------
 
-    def _chat(self, wire: ChatCompletion) -> Response[Any]:
+    def _chat(self, wire: ChatCompletion, body: bytes) -> Response[Any]:
         choices = wire.choices
         if len(choices) == 1:
             first = choices[0]
@@ -717,7 +728,7 @@ class Call(Attempts):
                 and self.tools is None  # `result` holds the answer to the call's tool_choice
             ):
                 reasoning = msg.reasoning or msg.reasoning_content
-                return self._one(text, wire.usage, wire.model, wire.id, wire, reasoning)
+                return self._one(text, wire, body, reasoning)
         elif not choices:
             raise errors.ProtocolError("the response has no choices")
         if len(choices) > 1:
@@ -732,20 +743,20 @@ class Call(Attempts):
             usage=wire.usage,
             model=wire.model,
             id=wire.id,
-            raw=wire,
+            raw=body,
             reasoning=reasoning,
             refusal=refusal,
             logprobs=first.logprobs.content if first.logprobs is not None else None,
             tool_calls=msg.tool_calls,
         )
 
-    def _completion(self, wire: Completion) -> Response[Any]:
+    def _completion(self, wire: Completion, body: bytes) -> Response[Any]:
         choices = wire.choices
         if len(choices) == 1:
             only = choices[0]
             text = only.text
             if text and only.finish_reason == "stop" and only.logprobs is None:
-                return self._one(text, wire.usage, wire.model, wire.id, wire, None)
+                return self._one(text, wire, body, None)
         elif not choices:
             raise errors.ProtocolError("the response has no choices")
         choices = sorted(choices, key=lambda c: c.index)
@@ -756,39 +767,42 @@ class Call(Attempts):
             usage=wire.usage,
             model=wire.model,
             id=wire.id,
-            raw=wire,
+            raw=body,
             logprobs=first.normalized() if first is not None else None,
         )
 
     def _one(
-        self,
-        text: str,
-        usage: Usage | None,
-        model: str | None,
-        id: str | None,
-        raw: Any,
-        reasoning: str | None,
+        self, text: str, wire: ChatCompletion | Completion, body: bytes, reasoning: str | None
     ) -> Response[Any]:
         """`result` for the common answer: one choice, ended by "stop", with content, without
         a refusal or logprobs, so that only its decoding can fail."""
+        usage = wire.usage
         try:
             value = self.plan.decode(text)
         except errors.ValidationError as exc:
+            self.spend(exc, usage)
             raise self.explained(exc) from None
+        spent = self.spent
         return Response(
             [value],
             [text],
             ["stop"],
             usage,
-            model,
-            id,
-            raw,
+            wire.model,
+            wire.id,
+            body,
+            usage if spent is None else add_usage(spent, usage),
             reasoning,
             None,
             self.retries,
             self.reasks,
             self.plan.compact,
         )
+
+    def spend(self, exc: errors.ValidationError, usage: Usage | None) -> None:
+        """Put on ``exc`` the usage of the answer it rejects, and the call's total so far."""
+        exc.usage = usage
+        exc.total_usage = add_usage(self.spent, usage)
 
     def result(
         self,
@@ -798,14 +812,48 @@ class Call(Attempts):
         usage: Usage | None,
         model: str | None,
         id: str | None,
-        raw: Any,
+        raw: bytes | list[bytes],
         reasoning: str | None = None,
         refusal: str | None = None,
         logprobs: list[TokenLogprob] | None = None,
         tool_calls: list[WireToolCall] | None = None,
     ) -> Response[Any]:
         """Validate every choice's text into the output type, and the first choice's tool
-        calls into their tools' types; the same for bodies and streams."""
+        calls into their tools' types; the same for bodies and streams. ``raw`` is the body
+        (a stream: its events' data), kept for `Response.raw`."""
+        try:
+            values, calls = self._validated(texts, reasons, usage, reasoning, refusal, tool_calls)
+        except errors.ValidationError as exc:
+            self.spend(exc, usage)
+            raise
+        spent = self.spent
+        return Response(
+            values,
+            texts,
+            reasons,
+            usage,
+            model,
+            id,
+            raw,
+            usage if spent is None else add_usage(spent, usage),
+            reasoning,
+            logprobs,
+            self.retries,
+            self.reasks,
+            self.plan.compact,
+            calls,
+        )
+
+    def _validated(
+        self,
+        texts: list[str],
+        reasons: list[str | None],
+        usage: Usage | None,
+        reasoning: str | None,
+        refusal: str | None,
+        tool_calls: list[WireToolCall] | None,
+    ) -> tuple[list[Any], tuple[ToolCall[Any], ...]]:
+        """Every choice's value, and the first choice's tool calls, validated."""
         if refusal:
             raise errors.RefusalError(refusal, text=texts[0], output_type=self._type)
         constrained = self.spec.kind != "text"
@@ -851,21 +899,7 @@ class Call(Attempts):
                 if not tool_calls:
                     truncated.args = (f"{truncated}; {exc.detail}",)
                 raise truncated from None
-        return Response(
-            values,
-            texts,
-            reasons,
-            usage,
-            model,
-            id,
-            raw,
-            reasoning,
-            logprobs,
-            self.retries,
-            self.reasks,
-            self.plan.compact,
-            calls,
-        )
+        return values, calls
 
     def explained(self, exc: errors.ValidationError) -> errors.ValidationError:
         """``exc``, its message followed by the set-up's caveat, if any."""

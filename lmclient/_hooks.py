@@ -105,19 +105,23 @@ class Reasking(_CallEvent, frozen=True, kw_only=True):
 
 class CallFailed(_CallEvent, frozen=True, kw_only=True):
     """The call raised: the exception's type name, its HTTP status if it was an error response,
-    and the seconds since the call started."""
+    the seconds since the call started, and the usage of the answers it received (an invalid
+    or truncated answer's, re-asked ones included: what the failed call still cost)."""
 
     error: str
     status: int | None = None
     elapsed: float
+    total_usage: Usage | None = None
 
 
 class CallFinished(_CallEvent, frozen=True, kw_only=True):
-    """The call returned a validated `Response`: its usage (the last attempt's), finish
-    reasons, model and id as the server said them, the retries and re-asks it took, the seconds
-    since it started; with ``hook_content=True``, every choice's text."""
+    """The call returned a validated `Response`: its usage (the last answer's) and total usage
+    (every answer's, the re-asked ones too: what the call cost), finish reasons, model and id
+    as the server said them, the retries and re-asks it took, the seconds since it started;
+    with ``hook_content=True``, every choice's text."""
 
     usage: Usage | None
+    total_usage: Usage | None
     finish_reasons: tuple[str | None, ...]
     response_model: str | None
     response_id: str | None
@@ -339,6 +343,7 @@ class Watch:
                 model=self.model,
                 attempt=self.attempt,
                 usage=response.usage,
+                total_usage=response.total_usage,
                 finish_reasons=tuple(response.finish_reasons),
                 response_model=response.model,
                 response_id=response.id,
@@ -362,6 +367,7 @@ class Watch:
                     error=type(exc).__name__,
                     status=_status(exc),
                     elapsed=time.monotonic() - self._started,
+                    total_usage=getattr(exc, "total_usage", None),
                 )
             )
 

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 import msgspec
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.trace import Span, SpanKind, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from .__version__ import __version__
@@ -33,6 +33,7 @@ from ._hooks import CallFailed, CallFinished, Reasking, Retrying, StreamFinished
 if TYPE_CHECKING:
     from ._core import ClientCore
     from ._hooks import HookEvent
+    from ._protocol import Usage
 
 __all__ = ["CallSpan", "current_traceparent"]
 
@@ -161,12 +162,8 @@ class CallSpan:
             reasons = [reason or "" for reason in event.finish_reasons]
             if reasons:
                 span.set_attribute("gen_ai.response.finish_reasons", reasons)
-            usage = event.usage
-            if usage is not None:
-                if usage.prompt_tokens is not None:
-                    span.set_attribute("gen_ai.usage.input_tokens", usage.prompt_tokens)
-                if usage.completion_tokens is not None:
-                    span.set_attribute("gen_ai.usage.output_tokens", usage.completion_tokens)
+            # What the call cost: every answer's tokens, the re-asked ones too.
+            _usage(span, event.total_usage if isinstance(event, CallFinished) else event.usage)
             span.set_attribute("lmclient.retries", event.retries)
             if isinstance(event, CallFinished):
                 span.set_attribute("lmclient.reasks", event.reasks)
@@ -174,8 +171,17 @@ class CallSpan:
                 span.set_attribute("lmclient.stream.ended", event.ended)
             span.end()
         elif isinstance(event, CallFailed):
+            _usage(span, event.total_usage)
             span.set_attribute("error.type", event.error)
             if event.status is not None:
                 span.set_attribute("http.response.status_code", event.status)
             span.set_status(StatusCode.ERROR)
             span.end()
+
+
+def _usage(span: Span, usage: Usage | None) -> None:
+    if usage is not None:
+        if usage.prompt_tokens is not None:
+            span.set_attribute("gen_ai.usage.input_tokens", usage.prompt_tokens)
+        if usage.completion_tokens is not None:
+            span.set_attribute("gen_ai.usage.output_tokens", usage.completion_tokens)

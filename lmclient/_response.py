@@ -6,23 +6,32 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from ._protocol import TokenLogprob, Usage
+from ._protocol import LlamaCppTimings, Measured, TokenLogprob, Usage, VllmMetrics
 from ._tools import ToolCall
 
 __all__ = ["Response"]
 
 T = TypeVar("T")
 
+_decode = msgspec.json.decode
+_measured = msgspec.json.Decoder(Measured).decode
+
 
 class Response(msgspec.Struct, Generic[T], frozen=True):
     """The result of `Client.create`: ``value`` is ``values[0]``; every choice was validated.
 
-    ``raw`` is the decoded wire struct (`protocol.ChatCompletion` or `protocol.Completion`),
-    ``retries`` how many transport retries the call took, ``reasks`` how many times an invalid
-    answer was sent back to the model for correction (``max_reasks``), ``compact`` whether the
-    server was held to lmclient's compact grammar (no whitespace outside strings, see the
-    client's ``whitespace=``) rather than its own JSON converter. A msgspec Struct: built
-    on every call, and far cheaper to build than a frozen dataclass.
+    ``retries`` is how many transport retries the call took, ``reasks`` how many times an
+    invalid answer was sent back to the model for correction (``max_reasks``), ``compact``
+    whether the server was held to lmclient's compact grammar (no whitespace outside strings,
+    see the client's ``whitespace=``) rather than its own JSON converter. ``usage`` is the
+    last answer's; ``total_usage`` the sum of every answer's the call received (the invalid
+    ones that were re-asked, and the last) that reported usage; a retried attempt ended in an
+    error status, which reports none. `metrics` is what the server measured of the request,
+    where it sends it: `VllmMetrics` or `LlamaCppTimings`.
+
+    The body is kept as received, undecoded, so that `raw` and `metrics` cost only the calls
+    that read them (msgspec encodes it as ``body``, in base64; encode `raw` for the JSON). A
+    msgspec Struct: built on every call, and far cheaper to build than a frozen dataclass.
     """
 
     values: list[T]
@@ -31,7 +40,10 @@ class Response(msgspec.Struct, Generic[T], frozen=True):
     usage: Usage | None
     model: str | None
     id: str | None
-    raw: Any
+    # the body as received (a stream: its events' data), read by `raw` and `metrics`
+    _body: bytes | list[bytes] | None = msgspec.field(name="body")
+    # every answer's usage: the invalid ones that were re-asked, and the last (`add_usage`)
+    total_usage: Usage | None = None
     reasoning: str | None = None
     logprobs: list[TokenLogprob] | None = None
     retries: int = 0
@@ -51,6 +63,32 @@ class Response(msgspec.Struct, Generic[T], frozen=True):
     @property
     def finish_reason(self) -> str | None:
         return self.finish_reasons[0]
+
+    @property
+    def metrics(self) -> VllmMetrics | LlamaCppTimings | None:
+        """What the server measured of the request, where it sends it: vLLM's ``metrics``
+        (`VllmMetrics`), llama.cpp's ``timings`` (`LlamaCppTimings`); in a stream, the last
+        event's that has them. Read from the body when asked (as `raw`)."""
+        body = self._body
+        if body is None:
+            return None
+        for data in reversed(body) if isinstance(body, list) else (body,):
+            measured = _measured(data)
+            if measured.metrics is not None or measured.timings is not None:
+                return measured.metrics or measured.timings
+        return None
+
+    @property
+    def raw(self) -> Any:
+        """The whole body as the server sent it, every field kept, known or not: a ``dict``;
+        for a stream, the list of its events' objects (each chunk, the usage chunk included;
+        not ``[DONE]``). Decoded anew at each access: keep it."""
+        body = self._body
+        if body is None:
+            return None
+        if isinstance(body, list):
+            return [_decode(event) for event in body]
+        return _decode(body)
 
     @property
     def message(self) -> dict[str, Any]:

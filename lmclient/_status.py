@@ -8,6 +8,7 @@ Servers disagree on the shape of an error body, so every known envelope is read 
 from __future__ import annotations
 
 import email.utils
+import re
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -44,6 +45,13 @@ def api_error(status: int, headers: Mapping[str, str], body: bytes) -> errors.AP
         message = text[:500] or f"HTTP {status}"
         kind = code = param = None
     cls = _STATUS_ERRORS.get(status) or (errors.ServerError if status >= 500 else errors.APIError)
+    fields: dict[str, Any] = {}
+    if cls is errors.BadRequestError:
+        numbers = context_numbers(message, kind, code, decoded)
+        if numbers is not None:
+            cls = errors.ContextLengthError
+            names = ("context_length", "prompt_tokens", "requested_tokens")
+            fields = dict(zip(names, numbers, strict=True))
     return cls(
         message,
         status_code=status,
@@ -54,7 +62,76 @@ def api_error(status: int, headers: Mapping[str, str], body: bytes) -> errors.AP
         request_id=headers.get("x-request-id"),
         retry_after=retry_after(headers),
         should_retry={"true": True, "false": False}.get(headers.get("x-should-retry", "")),
+        **fields,
     )
+
+
+# What says that a prompt does not fit the context, per server. Read in the source: vLLM 0.5
+# "This model's maximum context length is N tokens. However, you requested T tokens (P in the
+# messages, M in the completion)" or "... you requested P tokens in the messages"; vLLM 0.32
+# "... However, your prompt contains [at least] P input tokens" (or "C characters"),
+# "max_tokens=M cannot be greater than max_model_len=N", "Input length (P) exceeds model's
+# maximum context length (N)"; SGLang "The input (P tokens) is longer than the model's context
+# length (N tokens)" and "Requested token count exceeds the model's maximum context length of N
+# tokens. You requested a total of T tokens: P tokens from the input messages and M tokens for
+# the completion"; llama.cpp "request (P tokens) exceeds the available context size (N tokens)"
+# (type `exceed_context_size_error`, fields `n_prompt_tokens` and `n_ctx`). As users quote
+# them: vLLM between those, "... However, your request has P input tokens", "'max_tokens' or
+# 'max_completion_tokens' is too large: M. This model's maximum context length is N tokens and
+# your request has P input tokens", "... you requested M output tokens and your prompt contains
+# P input tokens"; OpenAI, code `context_length_exceeded`, "... However, your messages
+# resulted in P tokens" (completions: "you requested T tokens (P in your prompt; M for the
+# completion)"). Recorded answers: tests/fixtures.
+_CONTEXT_SAYS = re.compile(
+    r"maximum context length|context length \(|exceeds the available context size"
+    r"|max_(?:completion_)?tokens=\d+ cannot be greater than max_model_len",
+    re.IGNORECASE,
+)
+_CONTEXT = re.compile(
+    r"maximum context length (?:is |of |\()(\d+)|context length \((\d+)|max_model_len=(\d+)"
+    r"|context size \((\d+) tokens",
+    re.IGNORECASE,
+)
+_PROMPT = re.compile(
+    r"(\d+) in the messages|requested (\d+) tokens in the messages|request has (\d+) input"
+    r"|prompt contains (?:at least )?(\d+) input|Input length \((\d+)\)|input \((\d+) tokens\)"
+    r"|(\d+) tokens from the input|request \((\d+) tokens\)|messages resulted in (\d+) tokens"
+    r"|(\d+) in your prompt",
+    re.IGNORECASE,
+)
+_REQUESTED = re.compile(
+    r"(\d+) in the completion|is too large: (\d+)|max_(?:completion_)?tokens=(\d+) cannot"
+    r"|(\d+) tokens for the completion|requested (\d+) output tokens|(\d+) for the completion",
+    re.IGNORECASE,
+)
+
+
+def context_numbers(
+    message: str, kind: str | None, code: str | int | None, body: Any
+) -> tuple[int | None, int | None, int | None] | None:
+    """(context length, prompt tokens, requested tokens) if a 400 says the prompt does not fit
+    the model's context (each ``None`` where the server did not state it), else ``None``."""
+    if not (
+        kind == "exceed_context_size_error"
+        or code == "context_length_exceeded"
+        or _CONTEXT_SAYS.search(message)
+    ):
+        return None
+    numbers = [_first(pattern, message) for pattern in (_CONTEXT, _PROMPT, _REQUESTED)]
+    err = body.get("error") if isinstance(body, dict) else None
+    if isinstance(err, dict):  # llama.cpp states them as fields too
+        for at, field in ((0, "n_ctx"), (1, "n_prompt_tokens")):
+            value = err.get(field)
+            if isinstance(value, int) and not isinstance(value, bool):
+                numbers[at] = value
+    return numbers[0], numbers[1], numbers[2]
+
+
+def _first(pattern: re.Pattern[str], message: str) -> int | None:
+    found = pattern.search(message)
+    if found is None:
+        return None
+    return int(next(group for group in found.groups() if group is not None))
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:

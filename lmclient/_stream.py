@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 import msgspec
 
 from . import errors
-from ._protocol import Usage
+from ._protocol import LlamaCppTimings, Usage, VllmMetrics
 from ._response import Response
 from ._sse import ArrayItems
 from ._stream_state import StreamState
@@ -116,6 +116,18 @@ class _StreamBase(Generic[T]):
     @property
     def usage(self) -> Usage | None:
         return None if self._state is None else self._state.usage
+
+    @property
+    def metrics(self) -> VllmMetrics | LlamaCppTimings | None:
+        """What the server measured of the request (see `Response.metrics`), once sent: vLLM
+        and llama.cpp send it on the last chunks."""
+        return None if self._state is None else self._state.metrics
+
+    @property
+    def raw(self) -> list[Any]:
+        """Every event received so far, decoded, all fields kept (not ``[DONE]``): what
+        `Response.raw` is for a stream."""
+        return [] if self._state is None else self._state.raw
 
     @property
     def events(self) -> int:

@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from . import errors
-from ._protocol import StreamChunk, Usage, WireFunction, WireToolCall
+from ._protocol import (
+    LlamaCppTimings,
+    Measured,
+    StreamChunk,
+    Usage,
+    VllmMetrics,
+    WireFunction,
+    WireToolCall,
+)
 from ._sse import ServerSentEvent, SSEDecoder
 from ._status import api_error
 from ._types import DECODE_ERRORS
@@ -28,13 +36,16 @@ class StreamState:
     """One stream's state, from its first byte to its `Response`.
 
     Only choice 0 is followed (``n`` is a parameter of `create` only). Bytes after ``[DONE]``
-    are read and ignored, so the connection can go back to the pool.
+    are read and ignored, so the connection can go back to the pool. Each event's data is
+    kept, undecoded, for `Response.raw` and ``metrics`` (read from it when asked: vLLM and
+    llama.cpp send them on the last chunks); ``usage`` is the last sent.
     """
 
     __slots__ = (
         "_call",
         "_calls",
         "_calls_sent",
+        "_data",
         "_moved",
         "_parts",
         "_reasoning",
@@ -68,6 +79,7 @@ class StreamState:
         self.events = 0
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
+        self._data: list[bytes] = []  # every event's data but [DONE]: `Response.raw`
         self.id: str | None = None
         self.model: str | None = None
         self.watch: Watch | None = None  # an observed call's (`_hooks`): told how it ends
@@ -81,6 +93,20 @@ class StreamState:
         """The content deltas so far, in order: the live list, which `partials()` reads by
         index, so that it sees every delta whoever iterated the stream."""
         return self._parts
+
+    @property
+    def metrics(self) -> VllmMetrics | LlamaCppTimings | None:
+        """The server's measures, from the last event that has them (`Stream.metrics`)."""
+        for data in reversed(self._data):
+            measured = _measured(data)
+            if measured.metrics is not None or measured.timings is not None:
+                return measured.metrics or measured.timings
+        return None
+
+    @property
+    def raw(self) -> list[Any]:
+        """The events' data received so far, decoded (`Stream.raw`)."""
+        return [msgspec.json.decode(data) for data in self._data]
 
     @property
     def call(self) -> Call:
@@ -131,7 +157,7 @@ class StreamState:
             usage=self.usage,
             model=self.model,
             id=self.id,
-            raw=None,
+            raw=self._data,
             reasoning="".join(self._reasoning) or None,
             refusal="".join(self._refusal) or None,
             tool_calls=self._tool_calls(),
@@ -193,6 +219,7 @@ class StreamState:
             raise errors.ProtocolError(f"bad stream event ({exc})", body=data) from None
         if chunk.error is not None:
             raise _event_error(data)
+        self._data.append(data)
         if chunk.usage is not None:
             self.usage = chunk.usage
         self.id = chunk.id or self.id
@@ -216,6 +243,9 @@ class StreamState:
                     self._tool_call_deltas(delta.tool_calls)
             if choice.finish_reason:
                 self.finish_reason = choice.finish_reason
+
+
+_measured = msgspec.json.Decoder(Measured).decode
 
 
 def _wire_call(index: int, head: list[str | None], pieces: list[str]) -> WireToolCall:

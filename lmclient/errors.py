@@ -4,6 +4,7 @@ The exception hierarchy. Every failure a caller can see is one of these:
 * LMClientError
   x APIError                     the server answered with an error status (or an error event)
     + BadRequestError            400, 422
+      + ContextLengthError       the prompt (with max_tokens) does not fit the model's context
     + AuthenticationError        401
     + PermissionDeniedError      403
     + NotFoundError              404 (unknown model or route)
@@ -32,6 +33,7 @@ __all__ = [
     "AuthenticationError",
     "BadRequestError",
     "ConfigurationError",
+    "ContextLengthError",
     "LMClientError",
     "NotFoundError",
     "PermissionDeniedError",
@@ -89,6 +91,28 @@ class BadRequestError(APIError):
     """400 or 422: the server rejected the request (schema, grammar, context length...)."""
 
 
+class ContextLengthError(BadRequestError):
+    """The server refused a prompt that, with the tokens asked for, does not fit the model's
+    context. The numbers are the server's, where its message states them (``None`` where it
+    does not): ``context_length`` (the model's window), ``prompt_tokens`` (the prompt's
+    tokens, or a lower bound when the server stopped counting: vLLM's "at least"),
+    ``requested_tokens`` (the completion tokens asked for)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        context_length: int | None = None,
+        prompt_tokens: int | None = None,
+        requested_tokens: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(message, **kwargs)
+        self.context_length = context_length
+        self.prompt_tokens = prompt_tokens
+        self.requested_tokens = requested_tokens
+
+
 class AuthenticationError(APIError):
     """401: missing or wrong API key."""
 
@@ -123,8 +147,13 @@ class ValidationError(LMClientError):
     ``text`` is what the model produced, ``detail`` the decoder's message with its path
     (e.g. ``Expected `int`, got `str` - at `$.age```), ``attempts`` the texts of every try.
     ``output_type`` is ``None`` for a tool call that does not keep to the call's tools or
-    ``tool_choice``.
+    ``tool_choice``. ``usage`` is the usage the answer reported, ``total_usage`` the sum over
+    every answer of the call (the re-asked ones too), as `Response.total_usage`; both ``None``
+    when the error did not come from an answer or the server reported none.
     """
+
+    usage: Any = None
+    total_usage: Any = None
 
     def __init__(
         self,

@@ -241,4 +241,4 @@ def test_response_fields(respx_mock: respx.MockRouter) -> None:
     assert response.logprobs == [
         lmclient.TokenLogprob("yes", -0.1, [lmclient.TopLogprob("yes", -0.1)])
     ]
-    assert isinstance(response.raw, lmclient._protocol.ChatCompletion)
+    assert response.raw == body  # every field, as sent

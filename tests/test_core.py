@@ -49,8 +49,8 @@ def finish(
 # -- error envelopes ----------------------------------------------------------------------
 
 ENVELOPES = [
-    ("vllm_error_nested_0.10.1_plus.json", 400, errors.BadRequestError, "maximum context length"),
-    ("vllm_error_flat_pre_0.10.1.json", 400, errors.BadRequestError, "maximum context length"),
+    ("vllm_error_nested_0.10.1_plus.json", 400, errors.ContextLengthError, "maximum context"),
+    ("vllm_error_flat_pre_0.10.1.json", 400, errors.ContextLengthError, "maximum context"),
     ("llamacpp_error_auth.json", 401, errors.AuthenticationError, "Invalid API Key"),
     ("llamacpp_error_invalid_grammar.json", 400, errors.BadRequestError, "Failed to parse grammar"),
     ("llamacpp_health_loading_503.json", 503, errors.ServerError, "Loading model"),

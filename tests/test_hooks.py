@@ -79,6 +79,9 @@ def check_retry_and_reask(events: list[HookEvent]) -> None:
     assert isinstance(done, CallFinished)
     assert (done.retries, done.reasks, done.finish_reasons) == (1, 1, ("stop",))
     assert done.usage is not None and done.usage.completion_tokens
+    assert done.total_usage is not None and done.total_usage.prompt_tokens is not None
+    assert done.usage.prompt_tokens is not None
+    assert done.total_usage.prompt_tokens > done.usage.prompt_tokens  # the re-asked answer too
     assert done.response_model == "fake-model" and done.response_id
     assert done.texts is None and 0 <= done.elapsed < 30
 
@@ -91,6 +94,24 @@ def test_every_event_of_a_call_with_a_retry_and_a_reask() -> None:
         response = client.create(PROMPT, int, max_reasks=1)  # its set-up requests: not reported
     assert (response.value, response.retries, response.reasks) == (7, 1, 1)
     check_retry_and_reask(events)
+    done = events[-1]
+    assert isinstance(done, CallFinished) and done.total_usage == response.total_usage
+
+
+def test_a_call_failed_after_its_reasks_reports_what_it_cost() -> None:
+    fake = FakeLLM()
+    fake.reply_sequence(["not a number", "still not"])
+    events: list[HookEvent] = []
+    with (
+        fake.serve() as url,
+        lmclient.Client(url, hooks=[events.append]) as client,
+        pytest.raises(lmclient.ValidationError) as caught,
+    ):
+        client.generate(PROMPT, int, max_reasks=1)
+    failed = events[-1]
+    assert isinstance(failed, CallFailed) and failed.error == "ValidationError"
+    assert failed.total_usage is not None and failed.total_usage == caught.value.total_usage
+    assert failed.total_usage.prompt_tokens and failed.total_usage.completion_tokens
 
 
 async def test_every_event_of_an_async_call_with_a_retry_and_a_reask() -> None:

@@ -74,7 +74,9 @@ def check_call_span(span: ReadableSpan, response: lmclient.Response[Any], url: s
     assert span.name == "chat fake-model"
     assert span.kind is SpanKind.CLIENT
     assert span.status.status_code is StatusCode.UNSET
-    assert response.usage is not None
+    total = response.total_usage
+    assert total is not None and response.usage is not None
+    assert total.prompt_tokens != response.usage.prompt_tokens  # a re-ask: both answers count
     address = urlsplit(url)
     assert dict(span.attributes or {}) == {
         "gen_ai.operation.name": "chat",
@@ -87,8 +89,9 @@ def check_call_span(span: ReadableSpan, response: lmclient.Response[Any], url: s
         "gen_ai.response.model": "fake-model",
         "gen_ai.response.id": response.id,
         "gen_ai.response.finish_reasons": ("stop",),
-        "gen_ai.usage.input_tokens": response.usage.prompt_tokens,
-        "gen_ai.usage.output_tokens": response.usage.completion_tokens,
+        # the call's cost: the re-asked answer's tokens too
+        "gen_ai.usage.input_tokens": total.prompt_tokens,
+        "gen_ai.usage.output_tokens": total.completion_tokens,
         "server.address": "127.0.0.1",
         "server.port": address.port,
         "lmclient.retries": 1,

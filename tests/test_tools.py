@@ -235,7 +235,7 @@ def test_arguments_as_an_object_are_decoded() -> None:
     assert (call.id, call.name, call.arguments) == ("call_1", "weather", Weather("Oslo"))
     assert json.loads(call.raw_arguments) == {"city": "Oslo"}
     assert response.value == ""
-    assert response.raw.choices[0].message.tool_calls[0].function.name == "weather"
+    assert response.raw["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "weather"
 
 
 def test_raw_keeps_tool_calls_of_a_call_without_tools() -> None:
@@ -243,7 +243,7 @@ def test_raw_keeps_tool_calls_of_a_call_without_tools() -> None:
     call = core.prepare("create", "Q", str, "chat", {})
     response = call.finish(200, {}, json.dumps(ONE_CALL).encode())
     assert response.tool_calls == ()
-    assert response.raw.choices[0].message.tool_calls[0].id == "call_1"
+    assert response.raw["choices"][0]["message"]["tool_calls"][0]["id"] == "call_1"
 
 
 def test_invalid_arguments_are_a_validation_error_with_the_raw_arguments() -> None:

@@ -165,7 +165,8 @@ class FakeLLM:
         finish_reason: str = "stop",
         refusal: str | None = None,
         reasoning: str | None = None,
-        usage: dict[str, int] | None = None,
+        usage: dict[str, Any] | None = None,
+        extra: dict[str, Any] | None = None,
         logprobs: Any = None,
         chunk_size: int | None = None,
         keepalive: bool | None = None,
@@ -180,6 +181,10 @@ class FakeLLM:
         ``tool_calls`` are ``(name, arguments)`` pairs sent as the answer's tool calls, the
         arguments JSON-encoded (a ``str`` as is, so that invalid JSON can be scripted); the
         finish reason is then ``"tool_calls"`` unless one is given.
+
+        ``usage`` replaces the estimated counts (details such as ``prompt_tokens_details``
+        included); ``extra`` adds fields at the top level of the body (of every chunk, in a
+        stream), as servers add their own (``metrics``, ``timings``, ...).
 
         ``times=None`` (default) answers every later request no counted entry takes;
         ``times=k`` answers the next ``k``. ``when`` limits the reply to the requests it
@@ -197,6 +202,7 @@ class FakeLLM:
             refusal=refusal,
             reasoning=reasoning,
             usage=usage,
+            extra=extra,
             logprobs=logprobs,
             when=when,
             times=times,
@@ -578,6 +584,8 @@ class FakeLLM:
             "created": CREATED,
             "model": model,
         }
+        if first is not None and first.extra:
+            head.update(first.extra)
         usage = _usage(kind, body, answers, first)
         style = self.style.override(first)
         if fault is not None and fault.kind == "endless":
@@ -733,7 +741,7 @@ def _check_body(kind: str, body: dict[str, Any]) -> str | None:
 
 def _usage(
     kind: str, body: dict[str, Any], answers: list[Answer], first: Reply | None
-) -> dict[str, int]:
+) -> dict[str, Any]:
     """Estimated usage, or the first scripted reply's ``usage`` when it sets one."""
     if first is not None and first.usage is not None:
         return dict(first.usage)

@@ -129,7 +129,8 @@ class Reply:
     finish_reason: str = "stop"
     refusal: str | None = None
     reasoning: str | None = None
-    usage: dict[str, int] | None = None
+    usage: dict[str, Any] | None = None
+    extra: dict[str, Any] | None = None  # top-level fields added to the body (every chunk)
     logprobs: Any = None
     when: When = None
     times: int | None = None

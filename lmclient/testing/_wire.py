@@ -96,7 +96,7 @@ def error_response(status: int, message: str, type_: str, **extra: Any) -> FakeR
 
 
 def completion_body(
-    kind: Kind, head: dict[str, Any], answers: list[Answer], usage: dict[str, int]
+    kind: Kind, head: dict[str, Any], answers: list[Answer], usage: dict[str, Any]
 ) -> dict[str, Any]:
     """A non-streaming body; ``head`` holds ``id``, ``object``, ``created`` and ``model``."""
     choices = []
@@ -123,7 +123,7 @@ def sse_response(
     kind: Kind,
     head: dict[str, Any],
     answers: list[Answer],
-    usage: dict[str, int] | None,
+    usage: dict[str, Any] | None,
     style: StreamStyle,
     on_chunk: Callable[[int], object] | None,
 ) -> FakeResponse:
@@ -198,7 +198,7 @@ class _Events:
         choice.update(logprobs=logprobs, finish_reason=finish)
         return msgspec.json.encode({**self.head, "choices": [choice]})
 
-    def usage(self, usage: dict[str, int]) -> bytes:
+    def usage(self, usage: dict[str, Any]) -> bytes:
         return msgspec.json.encode({**self.head, "choices": [], "usage": usage})
 
 
@@ -209,7 +209,7 @@ def error_event(message: str, code: int) -> bytes:
 
 
 def _payloads(
-    events: _Events, answers: list[Answer], usage: dict[str, int] | None, style: StreamStyle
+    events: _Events, answers: list[Answer], usage: dict[str, Any] | None, style: StreamStyle
 ) -> Iterator[bytes]:
     """The JSON of each event, stopping, failing or breaking where the style says."""
     chat = events.kind == "chat"
