@@ -154,6 +154,7 @@ class ClientCore:
         if not HEADER_PARAMS.isdisjoint(given):
             self._check_headers("defaults", given)
         self._plans: dict[tuple[OutputSpec[Any], str, Dialect], _Planned] = {}
+        self._usual: dict[tuple[type, str, bool], _Usual] = {}
         self._urls = {
             "chat": self.base_url + "/chat/completions",
             "completions": self.base_url + "/completions",
@@ -332,6 +333,26 @@ class ClientCore:
     ) -> Call:
         """Validate a call's input and build its request, once the client is `ready`; raises
         before anything is sent."""
+        if (
+            not params
+            and not self.defaults
+            and prompt.__class__ is str
+            and isinstance(output_type, type)
+        ):  # the usual call: its checks and body depend on nothing but the type (`_usual`)
+            key = (output_type, endpoint, stream)
+            usual = self._usual.get(key)
+            if usual is None or usual[0] is not self.server_info or usual[1] is not self.model:
+                usual = self._learn_usual(where, prompt, output_type, endpoint, stream)
+            _, _, spec, plan, url, head, tail = usual
+            data = head + _encode(prompt) + tail
+            return Call(
+                self,
+                PreparedRequest("POST", url, self._post_headers, data),
+                spec,
+                plan,
+                endpoint,
+                params,
+            )
         spec, planned, messages = self._checked(where, prompt, output_type, endpoint, params)
         assert planned is not None, "set-up (model, dialect) must come first"
         merged = {**self.defaults, **params} if self.defaults else params
@@ -347,6 +368,20 @@ class ClientCore:
             data = template[1] + _encode(prompt) + template[2]
         request = PreparedRequest("POST", self._urls[endpoint], headers, data)
         return Call(self, request, spec, planned.plan, endpoint, merged)
+
+    def _learn_usual(
+        self, where: str, prompt: str, output_type: type, endpoint: Endpoint, stream: bool
+    ) -> _Usual:
+        """Check a usual call (`prepare`) in full, and keep what its checks found with its body's
+        template: valid as long as the server found by the probes and the model are."""
+        spec, planned, _ = self._checked(where, prompt, output_type, endpoint, {})
+        assert planned is not None, "set-up (model, dialect) must come first"
+        _, head, tail = self._template(endpoint, stream, planned)
+        usual = (self.server_info, self.model, spec, planned.plan, self._urls[endpoint], head, tail)
+        if len(self._usual) >= 256:  # bounded: classes made anew on every call
+            self._usual.clear()
+        self._usual[output_type, endpoint, stream] = usual
+        return usual
 
     def names_model(self, params: Mapping[str, Any]) -> bool:
         """Whether a call names its model (``model=``, or in ``defaults``): then a client made
@@ -468,6 +503,11 @@ def _add_params(body: dict[str, Any], params: Mapping[str, Any], endpoint: Endpo
 
 _encode = msgspec.json.Encoder().encode
 _MARK = "\x00" + os.urandom(8).hex()  # where a template's prompt goes; random, so no field holds it
+
+
+# A usual call's checks passed (`ClientCore._learn_usual`): the server info and model they held
+# for, the output spec and plan, the URL, and the body's template around the prompt.
+_Usual = tuple[ServerInfo | None, str | None, OutputSpec[Any], Plan, str, bytes, bytes]
 
 
 class _Planned:

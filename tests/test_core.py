@@ -418,3 +418,30 @@ def test_timeouts_shrink_to_the_deadline() -> None:
 def test_call_params_typeddict_matches_the_runtime_table() -> None:
     typed = set(CreateParams.__annotations__) | set(CallParams.__annotations__)
     assert typed == set(_params.PARAMS)
+
+
+# -- the usual call: checked once per output type, for the server found ---------------------------
+
+
+class _Pet(msgspec.Struct):
+    name: str
+
+
+def test_the_usual_call_is_checked_again_once_the_server_is_known() -> None:
+    """A usual call (a class, a str prompt, no parameters) keeps what its checks found, but
+    only for the server they were made for: a dialect forced before the probes is refused once
+    they find a release that ignores its fields, and a new model gets its own body."""
+    core = _core.ClientCore("http://h/v1", "m", dialect="vllm-guided")
+    first = core.prepare("generate", "Q", int, "chat", {})
+    assert first.request.body == core.prepare("generate", "Q", int, "chat", {}).request.body
+    assert b"guided_regex" in (first.request.body or b"")
+    core.server_info = _core.ServerInfo("vllm", "vllm", "0.33.0", ["m"])
+    with pytest.raises(lmclient.UnsupportedConstraintError, match="guided_regex"):
+        core.prepare("generate", "Q", int, "chat", {})
+    core = make_core()
+    body = msgspec.json.decode(core.prepare("generate", "Q", _Pet, "chat", {}).request.body or b"")
+    assert body["model"] == "m"
+    core.model = "other"
+    body = msgspec.json.decode(core.prepare("generate", "Q", _Pet, "chat", {}).request.body or b"")
+    assert body["model"] == "other"
+    assert body["messages"] == [{"role": "user", "content": "Q"}]
