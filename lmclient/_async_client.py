@@ -480,10 +480,10 @@ class AsyncClient:
         # so no coroutine of its own (each one costs its creation, and a step on every wake-up).
         while True:
             try:
-                raw = await self._transport.send(
+                status, headers, body = await self._transport.send(
                     call.request, call.timeouts(), call.max_response_bytes, call.deadline_at
                 )
-                return call.finish(raw.status, raw.headers, raw.body)
+                return call.finish(status, headers, body)
             except errors.ValidationError as exc:
                 call = call.reask(exc)
                 continue

@@ -463,10 +463,10 @@ class Client:
         # `_send`'s loop, with the re-asks (max_reasks) in it too: the hot path of every call.
         while True:
             try:
-                raw = self._transport.send(
+                status, headers, body = self._transport.send(
                     call.request, call.timeouts(), call.max_response_bytes, call.deadline_at
                 )
-                return call.finish(raw.status, raw.headers, raw.body)
+                return call.finish(status, headers, body)
             except errors.ValidationError as exc:
                 call = call.reask(exc)
                 continue

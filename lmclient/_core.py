@@ -699,7 +699,7 @@ class Call(Attempts):
         self.plan = plan
         self.endpoint = endpoint
         self.reasks = 0
-        self.attempts: list[str] = []  # texts of the answers re-asked so far
+        self.attempts: Sequence[str] = ()  # texts of the answers re-asked so far
         self.spent: Usage | None = None
         self.caveat = core.caveat
 

@@ -381,6 +381,8 @@ def test_socket_timeouts_follow_each_call(script: Any, sync: SyncTransport) -> N
     send(sync, server.url, timeouts=patient, deadline_at=time.monotonic() + 2)
     read, _ = socket_timeouts()
     assert read is not None and 1 < read <= 2
+    send(sync, server.url, timeouts=patient)  # the same timeouts as set before that deadline
+    assert socket_timeouts() in ((7.0, 6.0), (7.0, 7.0))
     send(sync, server.url, timeouts=Timeouts(5.0, math.inf, math.inf, 5.0))
     assert socket_timeouts() == (None, None)
     send(sync, server.url, timeouts=patient)

@@ -71,7 +71,16 @@ class _SyncConnection:
     both directions (the ssl module would retry a read that the kernel timed out), as do other
     platforms."""
 
-    __slots__ = ("idle_since", "kernel", "origin", "read_timeout", "sock", "stale", "write_timeout")
+    __slots__ = (
+        "idle_since",
+        "kernel",
+        "origin",
+        "read_timeout",
+        "sock",
+        "stale",
+        "timeouts",
+        "write_timeout",
+    )
 
     def __init__(self, sock: socket.socket, origin: tuple[str, str, int], tls: bool) -> None:
         self.sock = sock
@@ -80,10 +89,24 @@ class _SyncConnection:
         if self.kernel:
             sock.settimeout(None)
         self.read_timeout = self.write_timeout = math.nan  # unequal to any: set on first use
+        self.timeouts: Timeouts | None = None  # the call's whose values are set, if all are
         self.idle_since = 0.0
         self.stale = readability(sock)
 
+    def use(self, timeouts: Timeouts) -> None:
+        """Before a send: set a call's timeouts where they differ from those set. A plain socket
+        keeps the two apart, so both are set now and ``timeouts`` is remembered (a client's
+        calls share one `Timeouts`: the next call on this connection finds it set). A TLS
+        socket has one timeout for both: the write one now, the read one after the send."""
+        if timeouts.write != self.write_timeout:
+            self.set_write_timeout(timeouts.write)
+        if self.kernel:
+            if timeouts.read != self.read_timeout:
+                self.set_read_timeout(timeouts.read)
+            self.timeouts = timeouts
+
     def set_write_timeout(self, timeout: float) -> None:
+        self.timeouts = None
         if self.kernel:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(timeout))
             self.write_timeout = timeout
@@ -92,6 +115,7 @@ class _SyncConnection:
             self.write_timeout = self.read_timeout = timeout
 
     def set_read_timeout(self, timeout: float) -> None:
+        self.timeouts = None
         if self.kernel:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(timeout))
             self.read_timeout = timeout
@@ -300,8 +324,8 @@ class SyncTransport:
             sock = conn.sock
             doing = "sending the request"
             try:
-                if timeouts.write != conn.write_timeout:
-                    conn.set_write_timeout(timeouts.write)
+                if timeouts is not conn.timeouts:
+                    conn.use(timeouts)
                 try:
                     sock.sendall(payload)
                 except OSError as exc:
@@ -315,12 +339,11 @@ class SyncTransport:
                 else:
                     doing = "waiting for the response"
                     sent = True
-                read_timeout = timeouts.read
-                if read_timeout != conn.read_timeout:
-                    conn.set_read_timeout(read_timeout)
+                if timeouts is not conn.timeouts and timeouts.read != conn.read_timeout:
+                    conn.set_read_timeout(timeouts.read)  # a TLS socket's one timeout (`use`)
                 while True:
                     if deadline_at is not None:
-                        conn.pace(read_timeout, deadline_at, doing)
+                        conn.pace(timeouts.read, deadline_at, doing)
                     data = sock.recv(READ_SIZE)
                     if not data:
                         if parser.started:
