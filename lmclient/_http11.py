@@ -72,6 +72,8 @@ __all__ = [
 MAX_HEAD_BYTES = 64 * 1024  # all heads before the body, 1xx ones too: more is no LLM server
 MAX_TRAILER_BYTES = 16 * 1024  # the trailer section
 MAX_LINE_BYTES = 4096  # a chunk-size line
+_LAST_HEAD_END = MAX_HEAD_BYTES - 3  # a head's CRLF CRLF found before it ends within the bound
+_SIZED = frozenset(range(200, 1000)) - {204, 304}  # the final statuses whose body has a length
 
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # CTLs but HTAB: CR/LF would inject headers
@@ -186,6 +188,46 @@ class ResponseParser:
             if self._buffer:
                 data = self._buffer + data
                 self._buffer = b""
+            elif (end := data.find(b"\r\n\r\n")) >= 0 and end + self._remaining < _LAST_HEAD_END:
+                # The common response: a final head in CRLF lines all seen before, sized by one
+                # Content-Length (`_Lines` checked each line, and that value's digits, when it
+                # learnt it). Whatever else is there takes the general path (`_head`), as does
+                # a head with a line not seen before. (Inline: each call costs every response.)
+                lines = data[:end].split(b"\r\n")
+                try:
+                    version, status = _status_line(lines.pop(0))
+                    headers = dict(map(_field_line, lines))
+                except _Malformed:
+                    pass
+                else:
+                    length = headers.get("content-length")
+                    if (
+                        length is not None
+                        and status in _SIZED
+                        and "transfer-encoding" not in headers
+                        and len(headers) == len(lines)  # no header repeated
+                    ):
+                        connection = headers.get("connection")
+                        if connection is None:
+                            keep_alive = version == "HTTP/1.1"
+                        else:
+                            keep_alive = _keeps_alive(version, connection)
+                        self.status = status
+                        self.headers = headers
+                        self.length = n = int(length)
+                        start = end + 4
+                        stop = start + n
+                        if len(data) < stop:  # the rest of the body is still to come
+                            self.keep_alive = keep_alive
+                            self._remaining = stop - len(data)
+                            self._state = _LENGTH
+                            return data[start:]
+                        # bytes after the response (a server must not send any): not reused
+                        self.keep_alive = keep_alive and len(data) == stop
+                        self._remaining = 0
+                        self._state = _DONE
+                        self.complete = True
+                        return data[start:stop]
             pos = self._head(data)
             if pos < 0:
                 return b""
@@ -276,10 +318,7 @@ class ResponseParser:
             if connection is None:
                 self.keep_alive = version == "HTTP/1.1"
             else:
-                tokens = {t.strip(" \t").lower() for t in connection.split(",")}
-                self.keep_alive = (
-                    "close" not in tokens if version == "HTTP/1.1" else "keep-alive" in tokens
-                )
+                self.keep_alive = _keeps_alive(version, connection)
             self._remaining = 0
             if status == 204 or status == 304:
                 self._state = _DONE
@@ -432,7 +471,12 @@ def _learn_field_line(line: bytes) -> tuple[str, str] | None:
     if line[:16].lower() == b"content-length: " and line[16:].isdigit() and len(line) <= 36:
         return "content-length", line[16:].decode("ascii")  # its value varies: no pattern
     match = _FIELD_LINE.fullmatch(line.decode("latin-1"))
-    return None if match is None else (match.group(1).lower(), match.group(2))
+    if match is None:
+        return None
+    name, value = match.group(1).lower(), match.group(2)
+    if name == "content-length" and not (value.isdecimal() and len(value) <= 20):
+        return None  # kept only as 1 to 20 digits: any other goes to `_split_head`, `_framing`
+    return name, value
 
 
 _STATUS_LINES = _Lines(_learn_status_line)  # version, status
@@ -440,6 +484,12 @@ _FIELDS = _Lines(_learn_field_line)  # lower-cased name, value
 # Bound look-ups: subscripting a dict subclass goes through a slower generic slot.
 _status_line = _STATUS_LINES.__getitem__
 _field_line = _FIELDS.__getitem__
+
+
+def _keeps_alive(version: str, connection: str) -> bool:
+    """Whether a response with this Connection header leaves its connection open."""
+    tokens = {t.strip(" \t").lower() for t in connection.split(",")}
+    return "close" not in tokens if version == "HTTP/1.1" else "keep-alive" in tokens
 
 
 def _framing(

@@ -399,6 +399,58 @@ def test_endless_interim_responses_are_refused() -> None:
             parser.feed(b"HTTP/1.1 100 Continue\r\n\r\n")
 
 
+def test_a_final_head_after_interim_ones_counts_toward_the_bound() -> None:
+    """Interim heads read in earlier pieces leave nothing buffered; the final head that comes
+    alone in the next piece still counts them (the common path checks the bound too)."""
+    interim = b"HTTP/1.1 100 Continue\r\n\r\n"
+    parser = ResponseParser()
+    for _ in range(_http11.MAX_HEAD_BYTES // len(interim)):
+        parser.feed(interim)
+    with pytest.raises(BadResponse, match="head larger"):
+        parser.feed(ok(b"ab"))
+    parser = ResponseParser()
+    parser.feed(interim)
+    assert parser.feed(ok(b"ab")) == b"ab" and parser.complete
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n",
+        b"HTTP/1.1 404 Not Found\r\nContent-Length:5\r\nServer: x\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: \t5 \r\nConnection: close\r\n",
+        b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: keep-alive, Upgrade\r\n",
+        b"HTTP/1.0 200 OK\r\ncontent-length: 5\r\n",
+        b"HTTP/1.0 200 OK\r\nconnection: Keep-Alive\r\ncontent-length: 5\r\n",
+        b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\ncontent-length: 5\r\n",
+        b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\nx: 1\r\nX: 2\r\n",
+        b"HTTP/1.1 200 OK\r\ncontent-length: 05\r\n",
+        b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n",
+        b"HTTP/1.1 599 Odd\r\ncontent-length: 5\r\n",
+    ],
+)
+@pytest.mark.parametrize("after", [b"", b"12345", b"12345junk"])
+def test_a_head_read_at_once_or_in_pieces_gives_the_same(head: bytes, after: bytes) -> None:
+    """A whole response in one piece takes the common path (`feed`'s first branch), one cut
+    into pieces the general one (`_head`): they must read it alike."""
+    data = head + b"\r\n" + after
+    whole = ResponseParser()
+    body = whole.feed(data)
+    cut = ResponseParser()
+    pieces = b"".join(cut.feed(data[i : i + 3]) for i in range(0, len(data), 3))
+    assert (whole.status, whole.headers, whole.length) == (cut.status, cut.headers, cut.length)
+    assert (body, whole.complete, whole.keep_alive) == (pieces, cut.complete, cut.keep_alive)
+    assert whole.feed(b"12345") == cut.feed(b"12345")
+    assert (whole.complete, whole.keep_alive) == (cut.complete, cut.keep_alive)
+
+
+@pytest.mark.parametrize("value", [b"5x", b"1" * 21, b"\xb5", b"-5", b"5 5"])
+def test_an_invalid_content_length_in_any_spelling_is_refused(value: bytes) -> None:
+    for name in (b"content-length: ", b"Content-Length:", b"CONTENT-LENGTH:\t"):
+        with pytest.raises(BadResponse, match="content-length"):
+            ResponseParser().feed(b"HTTP/1.1 200 OK\r\n" + name + value + b"\r\n\r\n12345")
+
+
 def test_a_few_interim_responses_are_fine() -> None:
     interim = b"HTTP/1.1 103 Early Hints\r\nlink: </a.css>; rel=preload\r\n\r\n"
     parser, body = parse(interim * 50 + ok(), 7)
