@@ -12,7 +12,7 @@ import pytest
 
 import lmclient
 from lmclient import _core, _params, _status, errors
-from lmclient._dialects import Endpoint
+from lmclient._dialects import Endpoint, ServerInfo
 from lmclient._params import CallParams, CreateParams
 from tests.conftest import EXAMPLES, LLAMACPP_LIVE, chat_body, completion_body
 
@@ -435,7 +435,7 @@ def test_the_usual_call_is_checked_again_once_the_server_is_known() -> None:
     first = core.prepare("generate", "Q", int, "chat", {})
     assert first.request.body == core.prepare("generate", "Q", int, "chat", {}).request.body
     assert b"guided_regex" in (first.request.body or b"")
-    core.server_info = _core.ServerInfo("vllm", "vllm", "0.33.0", ["m"])
+    core.server_info = ServerInfo("vllm", "vllm", "0.33.0", ["m"])
     with pytest.raises(lmclient.UnsupportedConstraintError, match="guided_regex"):
         core.prepare("generate", "Q", int, "chat", {})
     core = make_core()
