@@ -162,6 +162,11 @@ class ResponseParser:
     )
 
     def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Make the parser new, for the next response on its connection: a transport keeps one
+        parser per connection, since resetting one costs less than making one."""
         self._buffer = b""
         self._state = _HEAD
         self._remaining = 0  # in the head: the bytes of the heads so far; then, of the body

@@ -270,6 +270,22 @@ def test_chunked_and_until_close_bodies(script: Any, sync: SyncTransport) -> Non
     assert server.connections == 2  # the read-until-close body used up its connection
 
 
+def test_each_response_on_a_connection_is_read_afresh(script: Any, sync: SyncTransport) -> None:
+    """A connection keeps its parser for the next response (reset, not made anew): nothing of
+    one response, its framing, status or a stream's state, is left for the next."""
+    not_found = ok(b"missing").replace(b"200 OK", b"404 Not Found")
+    server = script(chunked(b"ab", b"cd"), not_found, chunked(b"x"), ok(b"sized"), ok(b""))
+    streamed = sync.stream(post(server.url), TIMEOUTS, LIMIT, None)
+    assert b"".join(streamed.chunks) == b"abcd"
+    raw = send(sync, server.url)
+    assert (raw.status, raw.headers["content-length"], raw.body) == (404, "7", b"missing")
+    raw = send(sync, server.url)
+    assert (raw.status, raw.body) == (200, b"x") and "content-length" not in raw.headers
+    assert send(sync, server.url).body == b"sized"
+    assert send(sync, server.url).body == b""
+    assert server.connections == 1
+
+
 def test_keeps_connections_alive_and_reuses_them(script: Any, sync: SyncTransport) -> None:
     server = script()
     for _ in range(5):

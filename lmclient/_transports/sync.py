@@ -75,6 +75,7 @@ class _SyncConnection:
         "idle_since",
         "kernel",
         "origin",
+        "parser",
         "read_timeout",
         "sock",
         "stale",
@@ -92,6 +93,7 @@ class _SyncConnection:
         self.timeouts: Timeouts | None = None  # the call's whose values are set, if all are
         self.idle_since = 0.0
         self.stale = readability(sock)
+        self.parser = ResponseParser()  # reset for each response (`_exchange`)
 
     def use(self, timeouts: Timeouts) -> None:
         """Before a send: set a call's timeouts where they differ from those set. A plain socket
@@ -247,9 +249,11 @@ class SyncTransport:
         assert headers is not None
         if parser.complete and len(first) <= max_bytes and "content-encoding" not in headers:
             # The whole response came with its head (a small one, the common case): within the
-            # limit, nothing to decode, the deadline met.
+            # limit, nothing to decode, the deadline met. (The parser is read before the
+            # connection goes back: another thread may take it, and reset its parser.)
+            status = parser.status
             self._pool.release(conn, parser.keep_alive)
-            return raw_response((parser.status, headers, first))
+            return raw_response((status, headers, first))
         limiter = Limiter(max_bytes, deadline_at)
         try:
             limiter.head(headers, parser.length)
@@ -265,9 +269,10 @@ class SyncTransport:
             if isinstance(exc, (OSError, BadResponse)):
                 raise io_error(exc, "reading the response") from exc
             raise
+        status = parser.status
         self._pool.release(conn, parser.keep_alive)
         body = parts[0] if len(parts) == 1 else b"".join(parts)
-        return raw_response((parser.status, headers, body))
+        return raw_response((status, headers, body))
 
     def stream(
         self,
@@ -320,7 +325,8 @@ class SyncTransport:
         while True:
             if conn is None:
                 conn = self._connect(target, timeouts.connect)
-            parser = ResponseParser()
+            parser = conn.parser
+            parser.reset()
             sock = conn.sock
             doing = "sending the request"
             try:
