@@ -621,6 +621,22 @@ async def test_async_exact_request_sized_and_chunked_bodies(
     assert server.requests[0].endswith(b"content-length: 2\r\n\r\n{}")
 
 
+async def test_async_each_response_on_a_connection_is_read_afresh(
+    script: Any, aio: AsyncTransport
+) -> None:
+    not_found = ok(b"missing").replace(b"200 OK", b"404 Not Found")
+    server = script(chunked(b"ab", b"cd"), not_found, chunked(b"x"), ok(b"sized"), ok(b""))
+    streamed = await aio.stream(post(server.url), TIMEOUTS, LIMIT, None)
+    assert b"".join([chunk async for chunk in streamed.chunks]) == b"abcd"
+    raw = await asend(aio, server.url)
+    assert (raw.status, raw.headers["content-length"], raw.body) == (404, "7", b"missing")
+    raw = await asend(aio, server.url)
+    assert (raw.status, raw.body) == (200, b"x") and "content-length" not in raw.headers
+    assert (await asend(aio, server.url)).body == b"sized"
+    assert (await asend(aio, server.url)).body == b""
+    assert server.connections == 1
+
+
 async def test_async_until_close_body(script: Any, aio: AsyncTransport) -> None:
     server = script(Reply(b"HTTP/1.1 200 OK\r\n\r\nuntil close", close=True), ok(b"next"))
     assert (await asend(aio, server.url)).body == b"until close"

@@ -66,6 +66,7 @@ class _AsyncConnection(asyncio.Protocol):
         "drain",
         "error",
         "idle_since",
+        "kept",
         "last_read",
         "limiter",
         "loop",
@@ -87,7 +88,8 @@ class _AsyncConnection(asyncio.Protocol):
         self.loop = loop
         self.origin = origin
         self.transport: asyncio.Transport | None = None
-        self.parser: ResponseParser | None = None
+        self.parser: ResponseParser | None = None  # while a request is in flight: `kept`
+        self.kept = ResponseParser()  # reset for each response (`begin`)
         self.limiter: Limiter | None = None  # only for a body the declared length cannot bound
         self.max_bytes = 0
         self.deadline_at: float | None = None
@@ -137,7 +139,8 @@ class _AsyncConnection(asyncio.Protocol):
         stream: bool,
     ) -> ResponseParser:
         """Send a request; the returned parser fills as the response arrives."""
-        parser = self.parser = ResponseParser()
+        parser = self.parser = self.kept
+        parser.reset()
         self.limiter = None
         self.max_bytes = max_bytes
         self.deadline_at = deadline_at
@@ -484,8 +487,9 @@ class AsyncTransport:
         whole = pieces[0] if len(pieces) == 1 else b"".join(pieces)
         pieces.clear()  # an idle connection holds no body
         conn.finish()
+        status = parser.status  # before the connection goes back (and its parser is reset)
         self._pool.release(conn, parser.keep_alive)
-        return raw_response((parser.status, headers, whole))
+        return raw_response((status, headers, whole))
 
     @staticmethod
     async def _drain(conn: _AsyncConnection, timeout: float) -> None:
