@@ -444,6 +444,68 @@ def test_a_head_read_at_once_or_in_pieces_gives_the_same(head: bytes, after: byt
     assert (whole.complete, whole.keep_alive) == (cut.complete, cut.keep_alive)
 
 
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"HTTP/1.1 200 OK\r\ndate: Mon, 01 Jan 2024 00:00:00 GMT\r\nserver: uvicorn\r\n"
+        b"content-length: %s\r\ncontent-type: application/json\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: %s\r\nKeep-Alive: timeout=5\r\n",
+        b"HTTP/1.1 500 Internal Server Error\r\nconnection: close\r\ncontent-length: %s\r\n",
+        b"HTTP/1.0 200 OK\r\ncontent-length: %s\r\n",
+        b"HTTP/1.1 200 OK\r\nx-content-length: 1\r\ncontent-length: %s\r\n",
+        b"HTTP/1.1 200 OK\r\ncontent-length:  %s\r\n",
+    ],
+)
+def test_a_head_like_one_read_before_is_read_alike(head: bytes) -> None:
+    """A head read before but for its Content-Length digits comes from the cache of shapes
+    (`_common_head`): each must read as the general path reads it, and digits that are not a
+    length, or any other byte changed, must not be taken for that shape."""
+
+    def read(data: bytes) -> tuple[Any, ...]:
+        parser = ResponseParser()
+        try:
+            body = parser.feed(data)
+        except BadResponse:
+            return ("refused",)
+        return (parser.status, parser.headers, parser.length, body, parser.keep_alive)
+
+    def general(data: bytes) -> tuple[Any, ...]:
+        parser = ResponseParser()
+        try:
+            body = b"".join(parser.feed(data[i : i + 1]) for i in range(len(data)))
+        except BadResponse:
+            return ("refused",)
+        return (parser.status, parser.headers, parser.length, body, parser.keep_alive)
+
+    for digits in (b"5", b"12", b"0", b"5", b"00012", b"7" + b"0" * 19, b"5"):
+        data = head % digits + b"\r\n" + b"x" * min(int(digits), 40) + b"next"
+        assert read(data) == general(data)
+    first = ResponseParser()
+    first.feed(head % b"5" + b"\r\n12345")
+    assert first.headers is not None
+    first.headers.clear()  # a caller's copy: the cache keeps its own
+    for digits in (b"5x", b"", b"1" * 21, b"-5", b"5 5", b"5\r\nx: 1", b"\xb5"):
+        data = head % digits + b"\r\n12345"
+        assert read(data) == general(data)
+        assert read(data)[0] == "refused" or digits == b"5\r\nx: 1"
+    for changed in (b"200 OK", b"ontent-length", b"\r\n"):
+        data = (head % b"5").replace(changed, changed[:-1] + b"Z", 1) + b"\r\n12345"
+        assert read(data) == general(data)
+    for end in (b"Z\r\n", b"\x00\r\n", b"\r\r\n"):  # the last line's last byte
+        data = (head % b"5")[:-3] + end + b"\r\n12345"
+        assert read(data) == general(data)
+
+
+def test_only_the_content_length_line_makes_a_shape() -> None:
+    """The digits of a shape are those of the Content-Length line, not of another header
+    whose name ends so, even when both had the same value when the head was first read."""
+    head = b"HTTP/1.1 200 OK\r\nx-content-length: %s\r\ncontent-length: 3\r\n\r\nabc"
+    for value in (b"3", b"7", b"3"):
+        parser = ResponseParser()
+        assert parser.feed(head % value) == b"abc"
+        assert parser.headers == {"x-content-length": value.decode(), "content-length": "3"}
+
+
 @pytest.mark.parametrize("value", [b"5x", b"1" * 21, b"\xb5", b"-5", b"5 5"])
 def test_an_invalid_content_length_in_any_spelling_is_refused(value: bytes) -> None:
     for name in (b"content-length: ", b"Content-Length:", b"CONTENT-LENGTH:\t"):
