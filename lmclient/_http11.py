@@ -494,7 +494,7 @@ def _common_head(data: bytes, end: int) -> tuple[int, dict[str, str], int, bool]
             tail, status, known, keep_alive = shape
             stop = end - len(tail)
             digits = data[at:stop]
-            if digits.isdigit() and stop - at <= 20 and data.startswith(tail, stop):
+            if digits.isdigit() and stop - at <= 20 and data[stop:end] == tail:
                 headers = known.copy()
                 headers["content-length"] = digits.decode("ascii")
                 return status, headers, int(digits), keep_alive
