@@ -87,7 +87,7 @@ _STATUS_LINE = re.compile(r"HTTP/1\.([01]) ([1-9][0-9][0-9])(?: [^\x00-\x08\x0a-
 # mostly the same header lines), so each valid line seen is kept with what it says, and a head in
 # CRLF lines costs a dictionary look-up per line (`_Lines`, after the rules' patterns); a line
 # not seen before is checked by the pattern, as any other. Whole heads repeat too, but for their
-# Content-Length: `_common_head` keeps their shapes (`_SHAPES`, after the lines' look-ups).
+# Content-Length: `ResponseParser._common` keeps their shapes (`_SHAPES`, learnt by the lines).
 _MAX_CACHED = 1024  # lines in each; a full cache is emptied and fills again with current lines
 _MAX_CACHED_LINE = 256  # bytes: a longer line is checked every time it comes
 _CTL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
@@ -195,23 +195,9 @@ class ResponseParser:
                 data = self._buffer + data
                 self._buffer = b""
             elif (end := data.find(b"\r\n\r\n")) >= 0 and end + self._remaining < _LAST_HEAD_END:
-                common = _common_head(data, end)
-                if common is not None:  # (the rest: inline, each call costs every response)
-                    self.status, self.headers, n, keep_alive = common
-                    self.length = n
-                    start = end + 4
-                    stop = start + n
-                    if len(data) < stop:  # the rest of the body is still to come
-                        self.keep_alive = keep_alive
-                        self._remaining = stop - len(data)
-                        self._state = _LENGTH
-                        return data[start:]
-                    # bytes after the response (a server must not send any): not reused
-                    self.keep_alive = keep_alive and len(data) == stop
-                    self._remaining = 0
-                    self._state = _DONE
-                    self.complete = True
-                    return data[start:stop]
+                body = self._common(data, end)
+                if body is not None:
+                    return body
             pos = self._head(data)
             if pos < 0:
                 return b""
@@ -250,6 +236,76 @@ class ResponseParser:
         return self.complete
 
     # -- head ------------------------------------------------------------------------------
+
+    def _common(self, data: bytes, end: int) -> bytes | None:
+        """Read the common response from ``data``, its head ending at ``end``: a final head in
+        CRLF lines, sized by one Content-Length and nothing else; the body bytes it carried, or
+        None for any other head, which the general path reads (`_head`).
+
+        Two caches make it cheap, and every line they hold was checked by the rules' patterns. A
+        head read before but for its Content-Length digits (a server sends the same head with
+        each answer's length; uvicorn's Date changes once a second) costs one look-up of its
+        bytes up to those digits (`_SHAPES`), the bytes after them compared, and the digits
+        checked: it is that head with other digits. Any other head is split into lines, each
+        looked up as a line seen before (`_Lines`), and its shape kept for the next."""
+        at = data.find(b"ontent-length: ", 0, end) + 15  # after "Content-Length: ", if there
+        shape = _SHAPES.get(data[:at]) if at > 15 else None
+        digits = b""
+        if shape is not None:
+            tail, status, headers, keep_alive = shape
+            stop = end - len(tail)
+            if stop - at <= 20 and data[stop:end] == tail:
+                digits = data[at:stop]
+        if digits.isdigit():  # (ASCII digits only; none, if the shape did not fit)
+            headers = headers.copy()
+            headers["content-length"] = digits.decode("ascii")
+            n = int(digits)
+        else:
+            lines = data[:end].split(b"\r\n")
+            try:
+                version, status = _status_line(lines.pop(0))
+                headers = dict(map(_field_line, lines))
+            except _Malformed:  # a line not seen before that breaks a rule
+                return None
+            length = headers.get("content-length")
+            if (
+                length is None
+                or status not in _SIZED
+                or "transfer-encoding" in headers
+                or len(headers) < len(lines)  # a header repeated
+            ):
+                return None
+            connection = headers.get("connection")
+            keep_alive = (
+                version == "HTTP/1.1" if connection is None else _keeps_alive(version, connection)
+            )
+            stop = at + len(length)
+            if (
+                15 < at <= _MAX_SHAPE_PREFIX
+                and data[at - 18 : at - 15] in (b"\r\nc", b"\r\nC")  # the line's start
+                and data[at:stop] == length.encode("ascii")
+                and (stop == end or data.startswith(b"\r\n", stop))
+            ):
+                if len(_SHAPES) >= _MAX_SHAPES:
+                    _SHAPES.clear()
+                _SHAPES[data[:at]] = (data[stop:end], status, dict(headers), keep_alive)
+            n = int(length)
+        self.status = status
+        self.headers = headers
+        self.length = n
+        start = end + 4
+        stop = start + n
+        if len(data) < stop:  # the rest of the body is still to come
+            self.keep_alive = keep_alive
+            self._remaining = stop - len(data)
+            self._state = _LENGTH
+            return data[start:]
+        # bytes after the response (a server must not send any): the connection is not reused
+        self.keep_alive = keep_alive and len(data) == stop
+        self._remaining = 0
+        self._state = _DONE
+        self.complete = True
+        return data[start:stop]
 
     def _head(self, data: bytes) -> int:
         """Parse heads (skipping 1xx interim ones) from ``data``; the offset after the final
@@ -463,8 +519,8 @@ def _learn_field_line(line: bytes) -> tuple[str, str] | None:
     return name, value
 
 
-# Heads read before (`_common_head`), by their bytes up to the Content-Length digits: the bytes
-# after the digits, the status, the headers, and whether the connection stays open.
+# Heads read before (`ResponseParser._common`), by their bytes up to the Content-Length digits:
+# the bytes after the digits, the status, the headers, and whether the connection stays open.
 _SHAPES: dict[bytes, tuple[bytes, int, dict[str, str], bool]] = {}
 _MAX_SHAPES = 256  # a full cache is emptied (uvicorn's Date makes a new shape every second)
 _MAX_SHAPE_PREFIX = 2048  # bytes up to the digits: a longer head is read by its lines each time
@@ -473,58 +529,6 @@ _FIELDS = _Lines(_learn_field_line)  # lower-cased name, value
 # Bound look-ups: subscripting a dict subclass goes through a slower generic slot.
 _status_line = _STATUS_LINES.__getitem__
 _field_line = _FIELDS.__getitem__
-
-
-def _common_head(data: bytes, end: int) -> tuple[int, dict[str, str], int, bool] | None:
-    """The status, headers, Content-Length and whether the connection stays open, of the common
-    head, the one ending at ``end`` in ``data``: a final head in CRLF lines, sized by one
-    Content-Length and nothing else. None for any other, which the general path reads
-    (`ResponseParser._head`).
-
-    Two caches make it cheap, and every line they hold was checked by the rules' patterns. A
-    head read before but for its Content-Length digits (a server sends the same head with each
-    answer's length; uvicorn's Date changes once a second) costs one look-up of its bytes up to
-    those digits (`_SHAPES`), the bytes after them compared, and the digits checked: it is that
-    head with other digits. Any other head is split into lines, each looked up as a line seen
-    before (`_Lines`), and its shape kept for the next."""
-    at = data.find(b"ontent-length: ", 0, end) + 15  # after "Content-Length: ", if there
-    if at > 15:
-        shape = _SHAPES.get(data[:at])
-        if shape is not None:
-            tail, status, known, keep_alive = shape
-            stop = end - len(tail)
-            digits = data[at:stop]
-            if digits.isdigit() and stop - at <= 20 and data[stop:end] == tail:
-                headers = known.copy()
-                headers["content-length"] = digits.decode("ascii")
-                return status, headers, int(digits), keep_alive
-    lines = data[:end].split(b"\r\n")
-    try:
-        version, status = _status_line(lines.pop(0))
-        headers = dict(map(_field_line, lines))
-    except _Malformed:  # a line not seen before that breaks a rule
-        return None
-    length = headers.get("content-length")
-    if (
-        length is None
-        or status not in _SIZED
-        or "transfer-encoding" in headers
-        or len(headers) < len(lines)  # a header repeated
-    ):
-        return None
-    connection = headers.get("connection")
-    keep_alive = version == "HTTP/1.1" if connection is None else _keeps_alive(version, connection)
-    stop = at + len(length)
-    if (
-        15 < at <= _MAX_SHAPE_PREFIX
-        and data[at - 18 : at - 15] in (b"\r\nc", b"\r\nC")  # the Content-Length line's start
-        and data[at:stop] == length.encode("ascii")
-        and (stop == end or data.startswith(b"\r\n", stop))
-    ):
-        if len(_SHAPES) >= _MAX_SHAPES:
-            _SHAPES.clear()
-        _SHAPES[data[:at]] = (data[stop:end], status, dict(headers), keep_alive)
-    return status, headers, int(length), keep_alive
 
 
 def _keeps_alive(version: str, connection: str) -> bool:

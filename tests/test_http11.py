@@ -458,8 +458,8 @@ def test_a_head_read_at_once_or_in_pieces_gives_the_same(head: bytes, after: byt
 )
 def test_a_head_like_one_read_before_is_read_alike(head: bytes) -> None:
     """A head read before but for its Content-Length digits comes from the cache of shapes
-    (`_common_head`): each must read as the general path reads it, and digits that are not a
-    length, or any other byte changed, must not be taken for that shape."""
+    (`ResponseParser._common`): each must read as the general path reads it, and digits that
+    are not a length, or any other byte changed, must not be taken for that shape."""
 
     def read(data: bytes) -> tuple[Any, ...]:
         parser = ResponseParser()
