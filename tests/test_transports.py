@@ -11,6 +11,7 @@ import asyncio
 import gzip
 import json
 import math
+import re
 import shutil
 import socket
 import struct
@@ -284,6 +285,23 @@ def test_each_response_on_a_connection_is_read_afresh(script: Any, sync: SyncTra
     assert send(sync, server.url).body == b"sized"
     assert send(sync, server.url).body == b""
     assert server.connections == 1
+
+
+def test_each_request_has_its_own_head_whatever_came_before(
+    script: Any, sync: SyncTransport
+) -> None:
+    """The head of a URL's last request is reused only for the same method and header list: a
+    call's own headers, or another method, on the same URL get their own."""
+    server = script(*[ok()] * 5)
+    get = PreparedRequest("GET", server.url + "/v1/chat/completions", HEADERS)
+    for headers in (HEADERS, [*HEADERS, ("x-tenant", "a")], HEADERS, None, [("x-tenant", "b")]):
+        request = get if headers is None else post(server.url, headers=headers)
+        assert sync.send(request, TIMEOUTS, LIMIT, None).status == 200
+    tenants = [re.findall(rb"x-tenant: (\w)", r) for r in server.requests]
+    assert tenants == [[], [b"a"], [], [], [b"b"]]
+    methods = [r.split(b" ", 1)[0] for r in server.requests]
+    assert methods == [b"POST", b"POST", b"POST", b"GET", b"POST"]
+    assert b"content-length" not in server.requests[3]
 
 
 def test_keeps_connections_alive_and_reuses_them(script: Any, sync: SyncTransport) -> None:
@@ -635,6 +653,20 @@ async def test_async_each_response_on_a_connection_is_read_afresh(
     assert (await asend(aio, server.url)).body == b"sized"
     assert (await asend(aio, server.url)).body == b""
     assert server.connections == 1
+
+
+async def test_async_each_request_has_its_own_head_whatever_came_before(
+    script: Any, aio: AsyncTransport
+) -> None:
+    server = script(*[ok()] * 5)
+    get = PreparedRequest("GET", server.url + "/v1/chat/completions", HEADERS)
+    for headers in (HEADERS, [*HEADERS, ("x-tenant", "a")], HEADERS, None, [("x-tenant", "b")]):
+        request = get if headers is None else post(server.url, headers=headers)
+        assert (await aio.send(request, TIMEOUTS, LIMIT, None)).status == 200
+    tenants = [re.findall(rb"x-tenant: (\w)", r) for r in server.requests]
+    assert tenants == [[], [b"a"], [], [], [b"b"]]
+    methods = [r.split(b" ", 1)[0] for r in server.requests]
+    assert methods == [b"POST", b"POST", b"POST", b"GET", b"POST"]
 
 
 async def test_async_until_close_body(script: Any, aio: AsyncTransport) -> None:

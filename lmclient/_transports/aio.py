@@ -448,9 +448,13 @@ class AsyncTransport:
         (otherwise) has arrived. A pooled connection found closed is replaced once. (One
         coroutine, awaiting the connection's futures directly: each layer of coroutines costs
         every call.)"""
-        target = self._targets.get((request.method, request.url, id(request.headers)))
-        if target is None:
-            target = self._targets.add(request)
+        target = self._targets.get(request.url)
+        if (
+            target is None
+            or target.headers is not request.headers
+            or target.method != request.method
+        ):
+            target = self._targets.find(request)
         body = request.body  # framed as `encode_request` does, inline (see `Targets`)
         payload = (
             target.bare if body is None else b"%s%d\r\n\r\n%s" % (target.sized, len(body), body)

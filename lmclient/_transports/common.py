@@ -178,10 +178,11 @@ class Target:
     """What a request's URL and header list fix: where to connect and the encoded head (up to the
     body's framing: ``sized`` ends with ``content-length: ``, ``bare`` with the blank line)."""
 
-    __slots__ = ("bare", "headers", "host", "origin", "port", "sized", "tls")
+    __slots__ = ("bare", "headers", "host", "method", "origin", "port", "sized", "tls")
 
     def __init__(self, request: PreparedRequest) -> None:
         url = httpx.URL(request.url)
+        self.method = request.method
         self.tls = url.scheme == "https"
         self.host = url.raw_host.decode("ascii")
         self.port = url.port or (443 if self.tls else 80)
@@ -192,23 +193,34 @@ class Target:
         self.sized = encode_request(head, b"").removesuffix(b"0\r\n\r\n")
 
 
-class Targets(dict[tuple[str, str, int], Target]):
-    """Targets by method, URL and header list (a client's headers are one list for all its
-    calls). The transports look a request's target up inline, with no call, as in::
+class Targets(dict[str, Target]):
+    """Targets by URL, each the one last used for it; and by method, URL and header list (`find`).
+    A client's calls share one header list (a call's own headers make another), so the URL's last
+    target is the request's, and the transports look it up inline, with no call, as in::
 
-        target = targets.get((request.method, request.url, id(request.headers)))
-        if target is None:
-            target = targets.add(request)
+        target = targets.get(request.url)
+        if target is None or target.headers is not request.headers or target.method != method:
+            target = targets.find(request)
 
     and frame its body (`encode_request`) the same way, inline: ``target.sized``, the body's
     length, a blank line, the body; or ``target.bare`` for a request without a body."""
 
-    __slots__ = ()
+    __slots__ = ("_all",)
 
-    def add(self, request: PreparedRequest) -> Target:
-        if len(self) >= 64:
-            self.clear()
-        target = self[request.method, request.url, id(request.headers)] = Target(request)
+    def __init__(self) -> None:
+        super().__init__()
+        self._all: dict[tuple[str, str, int], Target] = {}
+
+    def find(self, request: PreparedRequest) -> Target:
+        key = (request.method, request.url, id(request.headers))
+        target = self._all.get(key)
+        if target is None:
+            if len(self._all) >= 64:  # bounded: a call's own headers may be new on every call
+                self._all.clear()
+                self.clear()
+            # A target keeps its header list alive, so that the list's id() stays its own.
+            target = self._all[key] = Target(request)
+        self[request.url] = target
         return target
 
 

@@ -313,9 +313,13 @@ class SyncTransport:
         """Send the request; return its connection and parser once the head has arrived, with the
         body bytes that came with it. A pooled connection found closed is replaced once. (One
         function for the whole exchange: each call costs every request.)"""
-        target = self._targets.get((request.method, request.url, id(request.headers)))
-        if target is None:
-            target = self._targets.add(request)
+        target = self._targets.get(request.url)
+        if (
+            target is None
+            or target.headers is not request.headers
+            or target.method != request.method
+        ):
+            target = self._targets.find(request)
         body = request.body  # framed as `encode_request` does, inline (see `Targets`)
         payload = (
             target.bare if body is None else b"%s%d\r\n\r\n%s" % (target.sized, len(body), body)
