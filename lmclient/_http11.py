@@ -154,6 +154,7 @@ class ResponseParser:
     __slots__ = (
         "_buffer",
         "_remaining",
+        "_shape",
         "_state",
         "complete",
         "headers",
@@ -163,6 +164,7 @@ class ResponseParser:
     )
 
     def __init__(self) -> None:
+        self._shape: _Shape | None = None  # the last head's (`_common`), kept across `reset`
         self.reset()
 
     def reset(self) -> None:
@@ -194,8 +196,8 @@ class ResponseParser:
             if self._buffer:
                 data = self._buffer + data
                 self._buffer = b""
-            elif (end := data.find(b"\r\n\r\n")) >= 0 and end + self._remaining < _LAST_HEAD_END:
-                body = self._common(data, end)
+            elif not self._remaining:  # the first bytes of the response (no interim head read)
+                body = self._common(data)
                 if body is not None:
                     return body
             pos = self._head(data)
@@ -237,63 +239,41 @@ class ResponseParser:
 
     # -- head ------------------------------------------------------------------------------
 
-    def _common(self, data: bytes, end: int) -> bytes | None:
-        """Read the common response from ``data``, its head ending at ``end``: a final head in
+    def _common(self, data: bytes) -> bytes | None:
+        """Read the common response from ``data``, the first bytes of a response: a final head in
         CRLF lines, sized by one Content-Length and nothing else; the body bytes it carried, or
         None for any other head, which the general path reads (`_head`).
 
-        Two caches make it cheap, and every line they hold was checked by the rules' patterns. A
-        head read before but for its Content-Length digits (a server sends the same head with
-        each answer's length; uvicorn's Date changes once a second) costs one look-up of its
-        bytes up to those digits (`_SHAPES`), the bytes after them compared, and the digits
-        checked: it is that head with other digits. Any other head is split into lines, each
-        looked up as a line seen before (`_Lines`), and its shape kept for the next."""
-        at = data.find(b"ontent-length: ", 0, end) + 15  # after "Content-Length: ", if there
-        shape = _SHAPES.get(data[:at]) if at > 15 else None
+        A server sends the same head with each answer but for its Content-Length digits (uvicorn's
+        Date changes once a second), so a head is a *shape*: its bytes up to the digits, the
+        digits, and the bytes after them to the blank line. A connection's parser keeps the last
+        shape it read (``_shape``), and a head that starts with its bytes, has 1 to 20 ASCII digits
+        and then its bytes after them, is that head with other digits: three comparisons, no
+        copy. Any other head is looked up by its bytes up to the digits among the shapes read on
+        any connection (`_SHAPES`), else split into lines (`_uncommon`). Every shape was read by
+        the lines' rules first, and its bytes hold no blank line, so the head ends where its
+        shape does."""
+        shape = self._shape
         digits = b""
-        if shape is not None:
-            tail, status, headers, keep_alive = shape
-            stop = end - len(tail)
-            if stop - at <= 20 and data[stop:end] == tail:
+        if shape is not None and data.startswith(shape[0]):
+            prefix, tail, status, headers, keep_alive = shape
+            at = len(prefix)
+            stop = data.find(b"\r", at, at + 21)  # after 1 to 20 bytes: the digits, if they are
+            if data.startswith(tail, stop):  # (never at -1: a tail is 4 bytes or more)
                 digits = data[at:stop]
-        if digits.isdigit():  # (ASCII digits only; none, if the shape did not fit)
+        if digits.isdigit():  # (ASCII digits only; none, if the head is not this shape)
             headers = headers.copy()
             headers["content-length"] = digits.decode("ascii")
             n = int(digits)
+            start = stop + len(tail)
         else:
-            lines = data[:end].split(b"\r\n")
-            try:
-                version, status = _status_line(lines.pop(0))
-                headers = dict(map(_field_line, lines))
-            except _Malformed:  # a line not seen before that breaks a rule
+            read = self._uncommon(data)
+            if read is None:
                 return None
-            length = headers.get("content-length")
-            if (
-                length is None
-                or status not in _SIZED
-                or "transfer-encoding" in headers
-                or len(headers) < len(lines)  # a header repeated
-            ):
-                return None
-            connection = headers.get("connection")
-            keep_alive = (
-                version == "HTTP/1.1" if connection is None else _keeps_alive(version, connection)
-            )
-            stop = at + len(length)
-            if (
-                15 < at <= _MAX_SHAPE_PREFIX
-                and data[at - 18 : at - 15] in (b"\r\nc", b"\r\nC")  # the line's start
-                and data[at:stop] == length.encode("ascii")
-                and (stop == end or data.startswith(b"\r\n", stop))
-            ):
-                if len(_SHAPES) >= _MAX_SHAPES:
-                    _SHAPES.clear()
-                _SHAPES[data[:at]] = (data[stop:end], status, dict(headers), keep_alive)
-            n = int(length)
+            status, headers, n, keep_alive, start = read
         self.status = status
         self.headers = headers
         self.length = n
-        start = end + 4
         stop = start + n
         if len(data) < stop:  # the rest of the body is still to come
             self.keep_alive = keep_alive
@@ -306,6 +286,58 @@ class ResponseParser:
         self._state = _DONE
         self.complete = True
         return data[start:stop]
+
+    def _uncommon(self, data: bytes) -> tuple[int, dict[str, str], int, bool, int] | None:
+        """`_common` for a head of another shape than the connection's last: its status,
+        headers, Content-Length, whether the connection stays open, and where its body starts;
+        None if it is not the common response (or not all here). A shape read on another
+        connection is one look-up; any other head is split into lines, each looked up as a line
+        seen before (`_Lines`), and its shape kept for the next."""
+        end = data.find(b"\r\n\r\n")
+        if end < 0 or end >= _LAST_HEAD_END:  # (no interim heads before: the whole bound)
+            return None
+        at = data.find(b"ontent-length: ", 0, end) + 15  # after "Content-Length: ", if there
+        shape = _SHAPES.get(data[:at]) if at > 15 else None
+        if shape is not None:  # read on another connection: `_common`'s test of the rest
+            _, tail, status, headers, keep_alive = shape
+            stop = data.find(b"\r", at, at + 21)
+            digits = data[at:stop] if data.startswith(tail, stop) else b""
+            if digits.isdigit():
+                self._shape = shape
+                headers = headers.copy()
+                headers["content-length"] = digits.decode("ascii")
+                return status, headers, int(digits), keep_alive, stop + len(tail)
+        lines = data[:end].split(b"\r\n")
+        try:
+            version, status = _status_line(lines.pop(0))
+            headers = dict(map(_field_line, lines))
+        except _Malformed:  # a line not seen before that breaks a rule
+            return None
+        length = headers.get("content-length")
+        if (
+            length is None
+            or status not in _SIZED
+            or "transfer-encoding" in headers
+            or len(headers) < len(lines)  # a header repeated
+        ):
+            return None
+        connection = headers.get("connection")
+        keep_alive = (
+            version == "HTTP/1.1" if connection is None else _keeps_alive(version, connection)
+        )
+        stop = at + len(length)
+        if (
+            15 < at <= _MAX_SHAPE_PREFIX
+            and data[at - 18 : at - 15] in (b"\r\nc", b"\r\nC")  # the line's start
+            and data[at:stop] == length.encode("ascii")
+            and (stop == end or data.startswith(b"\r\n", stop))
+        ):
+            if len(_SHAPES) >= _MAX_SHAPES:
+                _SHAPES.clear()
+            prefix = data[:at]
+            shape = (prefix, data[stop : end + 4], status, dict(headers), keep_alive)
+            self._shape = _SHAPES[prefix] = shape
+        return status, headers, int(length), keep_alive, end + 4
 
     def _head(self, data: bytes) -> int:
         """Parse heads (skipping 1xx interim ones) from ``data``; the offset after the final
@@ -520,8 +552,10 @@ def _learn_field_line(line: bytes) -> tuple[str, str] | None:
 
 
 # Heads read before (`ResponseParser._common`), by their bytes up to the Content-Length digits:
-# the bytes after the digits, the status, the headers, and whether the connection stays open.
-_SHAPES: dict[bytes, tuple[bytes, int, dict[str, str], bool]] = {}
+# those bytes, the bytes after the digits to the body, the status, the headers, and whether the
+# connection stays open.
+_Shape = tuple[bytes, bytes, int, dict[str, str], bool]
+_SHAPES: dict[bytes, _Shape] = {}
 _MAX_SHAPES = 256  # a full cache is emptied (uvicorn's Date makes a new shape every second)
 _MAX_SHAPE_PREFIX = 2048  # bytes up to the digits: a longer head is read by its lines each time
 _STATUS_LINES = _Lines(_learn_status_line)  # version, status

@@ -34,6 +34,7 @@ import respx
 import lmclient
 from lmclient._core import PreparedRequest
 from lmclient._params import Timeouts
+from lmclient._transports import aio as aio_transport
 from lmclient._transports import common
 from lmclient._transports.aio import AsyncTransport
 from lmclient._transports.common import PatchWatch
@@ -924,6 +925,21 @@ async def test_async_read_timeout_of_a_reused_connection_is_its_own(
         await asend(aio, server.url, timeouts=SHORT)
     assert time.monotonic() - started < 3  # not the first call's 5 s
     assert server.connections == 1
+
+
+async def test_a_read_timer_running_after_the_whole_response_came_leaves_it() -> None:
+    """The read timer may run in the loop iteration in which the response's last bytes came,
+    before the task waiting for them: the response is whole, so no read timeout applies to it
+    (and its last read is not timed)."""
+    conn = aio_transport._AsyncConnection(asyncio.get_running_loop(), ("http", "127.0.0.1", 1))
+    conn.transport = SimpleNamespace(write=lambda payload: None, abort=lambda: None)  # type: ignore[assignment]
+    parser = conn.begin(b"GET / HTTP/1.1\r\n\r\n", LIMIT, None, 0.3, False)
+    conn.data_received(ok())
+    assert parser.complete
+    conn.last_read -= 10  # the request went out long ago
+    conn._check_idle()
+    assert conn.error is None and not conn.closed and conn.pieces == [b'{"ok":true}']
+    conn.close()
 
 
 async def test_closing_the_transport_fails_a_call_in_flight(script: Any) -> None:

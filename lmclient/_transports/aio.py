@@ -138,15 +138,13 @@ class _AsyncConnection(asyncio.Protocol):
         read_timeout: float,
         stream: bool,
     ) -> ResponseParser:
-        """Send a request; the returned parser fills as the response arrives."""
+        """Send a request; the returned parser fills as the response arrives. (A connection
+        is idle with no limiter, pieces or error: a response's reader takes its pieces, and a
+        connection with an error is closed.)"""
         parser = self.parser = self.kept
         parser.reset()
-        self.limiter = None
         self.max_bytes = max_bytes
         self.deadline_at = deadline_at
-        self.pieces = []
-        self.buffered = 0
-        self.error = None
         self.streaming = stream
         self.read_timeout = read_timeout
         assert self.transport is not None
@@ -189,7 +187,6 @@ class _AsyncConnection(asyncio.Protocol):
         if parser is None or self.error is not None:
             self.close()  # bytes nobody asked for: the connection's state is unknown
             return
-        self.last_read = time.monotonic()
         try:
             if parser.headers is None:
                 piece = parser.feed(data)
@@ -223,8 +220,12 @@ class _AsyncConnection(asyncio.Protocol):
             self._fail(io_error(exc, "reading the response"))
             self.close()
             return
+        if not parser.complete:  # (a complete response has no read timeout: `_check_idle`)
+            self.last_read = time.monotonic()
+            if not self.streaming:
+                return
         waiter = self.waiter
-        if waiter is not None and (self.streaming or parser.complete) and not waiter.done():
+        if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
     def eof_received(self) -> bool:
@@ -274,8 +275,9 @@ class _AsyncConnection(asyncio.Protocol):
 
     def _check_idle(self) -> None:
         self.timer = None
-        if self.parser is None or self.closed or math.isinf(self.read_timeout):
-            return
+        parser = self.parser
+        if parser is None or parser.complete or self.closed or math.isinf(self.read_timeout):
+            return  # idle, or its response read (it lapses: the next request re-arms it)
         now = time.monotonic()
         if self.reading_paused:  # the reader is slow, not the server
             self.last_read = now

@@ -238,16 +238,19 @@ C = TypeVar("C", bound=_Connection)
 
 
 class Pool(Generic[C]):
-    """Idle connections per origin, last in first out; and the checked-out ones.
+    """Idle connections per origin, last in first out; and every open one (``opened``), so
+    that closing the pool closes the checked-out ones too.
 
     Every operation is O(1) (list append/pop, set add/discard, all atomic under the GIL, so the
-    sync transport may be shared by threads without a lock)."""
+    sync transport may be shared by threads without a lock). A connection joins ``opened`` when
+    it is made (`add`) and leaves it when the pool closes it: checking one out and releasing it,
+    which every call does, touch only its idle list."""
 
-    __slots__ = ("idle", "in_use")
+    __slots__ = ("idle", "opened")
 
     def __init__(self) -> None:
         self.idle: dict[tuple[str, str, int], list[C]] = {}
-        self.in_use: set[C] = set()
+        self.opened: set[C] = set()
 
     def checkout(self, origin: tuple[str, str, int]) -> C | None:
         idle = self.idle.get(origin)
@@ -260,16 +263,14 @@ class Pool(Generic[C]):
             except IndexError:
                 return None
             if now - conn.idle_since < KEEPALIVE_EXPIRY and not conn.stale():
-                self.in_use.add(conn)
                 return conn
-            conn.close()
+            self.discard(conn)
 
     def add(self, conn: C) -> None:
-        self.in_use.add(conn)
+        self.opened.add(conn)
 
     def release(self, conn: C, reusable: bool) -> None:
         """Return a connection whose response was read to its end."""
-        self.in_use.discard(conn)
         if reusable:
             idle = self.idle.get(conn.origin)
             if idle is None:
@@ -286,29 +287,34 @@ class Pool(Generic[C]):
                     self._drop(idle, oldest)  # close one expired connection per release
                 idle.append(conn)
                 return
-        conn.close()
+        self.discard(conn)
 
-    @staticmethod
-    def _drop(idle: list[C], conn: C) -> None:
+    def _drop(self, idle: list[C], conn: C) -> None:
         try:
             idle.remove(conn)
         except ValueError:
             return  # another thread checked it out meanwhile (and will find it expired)
-        conn.close()
+        self.discard(conn)
 
     def discard(self, conn: C) -> None:
-        """Close a connection whose state is unknown (error, cancellation, unread body)."""
-        self.in_use.discard(conn)
+        """Close a connection (one whose state is unknown: an error, a cancellation, an unread
+        body; or one that must not be reused)."""
+        self.opened.discard(conn)
         conn.close()
 
+    @property
+    def in_use(self) -> set[C]:
+        """The open connections that are checked out."""
+        return self.opened.difference([c for idle in self.idle.values() for c in idle])
+
     def connections(self) -> list[C]:
-        return [c for idle in self.idle.values() for c in idle] + list(self.in_use)
+        return list(self.opened)
 
     def close(self) -> None:
         for conn in self.connections():
             conn.close()
         self.idle.clear()
-        self.in_use.clear()
+        self.opened.clear()
 
 
 class PatchWatch:
