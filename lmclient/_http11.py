@@ -165,6 +165,8 @@ class ResponseParser:
 
     def __init__(self) -> None:
         self._shape: _Shape | None = None  # the last head's (`_common`), kept across `reset`
+        self.status = 0  # (these two are set with ``headers``: `reset` leaves them)
+        self.keep_alive = False
         self.reset()
 
     def reset(self) -> None:
@@ -173,11 +175,19 @@ class ResponseParser:
         self._buffer = b""
         self._state = _HEAD
         self._remaining = 0  # in the head: the bytes of the heads so far; then, of the body
-        self.status = 0
         self.headers: dict[str, str] | None = None
         self.length: int | None = None  # the declared Content-Length of a sized body
-        self.keep_alive = False
         self.complete = False  # the state is _DONE (an attribute: transports read it often)
+
+    def start(self, data: bytes) -> bytes:
+        """`reset`, then `feed` ``data``: the first bytes of the next response, on a parser that
+        is new or read its last response to its end (as a pooled connection's is). The common
+        response sets every field itself, so it costs no reset."""
+        body = self._common(data)
+        if body is None:
+            self.reset()
+            body = self.feed(data)
+        return body
 
     @property
     def started(self) -> bool:
@@ -279,6 +289,7 @@ class ResponseParser:
             self.keep_alive = keep_alive
             self._remaining = stop - len(data)
             self._state = _LENGTH
+            self.complete = False
             return data[start:]
         # bytes after the response (a server must not send any): the connection is not reused
         self.keep_alive = keep_alive and len(data) == stop

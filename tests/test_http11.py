@@ -189,6 +189,35 @@ def test_started_says_whether_any_response_byte_arrived() -> None:
     assert parser.started
 
 
+def test_start_reads_the_next_response_on_a_parser_as_a_new_one_does() -> None:
+    """`start` (a pooled connection's parser, whose last response was read to its end) reads
+    every kind of response as a new parser does, after any kind, whole or in pieces."""
+    kinds = [
+        b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\nserver: a\r\n\r\nhello",
+        b"HTTP/1.1 200 OK\r\ncontent-length: 12\r\nserver: a\r\n\r\nhello, world",
+        b"HTTP/1.1 404 Not Found\r\ncontent-length: 3\r\n\r\nnah",
+        CHUNKED_HEAD + b"5\r\nhello\r\n0\r\n\r\n",
+        b"HTTP/1.1 204 No Content\r\n\r\n",
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok",
+        b"HTTP/1.0 200 OK\r\ncontent-length: 2\r\n\r\nok",
+        b"HTTP/1.1 200 OK\nContent-Length: 2\n\nok",
+    ]
+
+    def read(parser: ResponseParser, data: bytes, size: int, first: bool) -> tuple[Any, ...]:
+        cut = len(data) + size if size < 0 else size  # the first piece: all but -size bytes
+        pieces = [data[:cut]] + [data[i : i + abs(size)] for i in range(cut, len(data), abs(size))]
+        body = parser.start(pieces[0]) if first else parser.feed(pieces[0])
+        after_first = (parser.headers, parser.complete)
+        body += b"".join(parser.feed(piece) for piece in pieces[1:])
+        return (parser.status, parser.headers, parser.length, body, parser.keep_alive, after_first)
+
+    kept = ResponseParser()
+    for size in (1000, 7, 1, -1):
+        for data in kinds + kinds[::-1]:
+            assert read(kept, data, size, True) == read(ResponseParser(), data, size, False)
+            assert kept.complete
+
+
 @st.composite
 def responses(draw: st.DrawFn) -> tuple[bytes, bytes, list[int]]:
     body = draw(st.binary(max_size=300))

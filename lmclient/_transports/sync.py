@@ -329,8 +329,8 @@ class SyncTransport:
         while True:
             if conn is None:
                 conn = self._connect(target, timeouts.connect)
-            parser = conn.parser
-            parser.reset()
+            parser = conn.parser  # its last response was read to its end: `start` begins anew
+            received = False  # any byte of the response
             sock = conn.sock
             doing = "sending the request"
             try:
@@ -356,12 +356,16 @@ class SyncTransport:
                         conn.pace(timeouts.read, deadline_at, doing)
                     data = sock.recv(READ_SIZE)
                     if not data:
-                        if parser.started:
+                        if received:
                             raise errors.APIConnectionError(
                                 "the server closed the connection in the response head"
                             )
                         raise StaleConnection("the server closed the connection without answering")
-                    first = parser.feed(data)
+                    if received:
+                        first = parser.feed(data)
+                    else:
+                        received = True
+                        first = parser.start(data)
                     if parser.headers is not None:
                         break
                 if not sent:
@@ -372,7 +376,7 @@ class SyncTransport:
                 if (
                     isinstance(exc, OSError)
                     and not isinstance(exc, TIMEOUTS)
-                    and not parser.started
+                    and not received
                 ):
                     if not pooled:
                         raise StaleConnection(f"{type(exc).__name__} {doing}: {exc}") from exc
