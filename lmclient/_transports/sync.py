@@ -373,11 +373,7 @@ class SyncTransport:
                 return conn, parser, first
             except BaseException as exc:
                 self._pool.discard(conn)
-                if (
-                    isinstance(exc, OSError)
-                    and not isinstance(exc, TIMEOUTS)
-                    and not received
-                ):
+                if isinstance(exc, OSError) and not isinstance(exc, TIMEOUTS) and not received:
                     if not pooled:
                         raise StaleConnection(f"{type(exc).__name__} {doing}: {exc}") from exc
                 elif not (pooled and isinstance(exc, StaleConnection)):
