@@ -87,7 +87,8 @@ _STATUS_LINE = re.compile(r"HTTP/1\.([01]) ([1-9][0-9][0-9])(?: [^\x00-\x08\x0a-
 # mostly the same header lines), so each valid line seen is kept with what it says, and a head in
 # CRLF lines costs a dictionary look-up per line (`_Lines`, after the rules' patterns); a line
 # not seen before is checked by the pattern, as any other. Whole heads repeat too, but for their
-# Content-Length: `ResponseParser._common` keeps their shapes (`_SHAPES`, learnt by the lines).
+# Content-Length: `ResponseParser._common` keeps their shapes (the connection's last one, and
+# `_SHAPES`, learnt by the lines).
 _MAX_CACHED = 1024  # lines in each; a full cache is emptied and fills again with current lines
 _MAX_CACHED_LINE = 256  # bytes: a longer line is checked every time it comes
 _CTL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
