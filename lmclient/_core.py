@@ -20,7 +20,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import httpx
 import msgspec
@@ -52,7 +52,15 @@ from ._reasoning import REASONING_PARAMS, reasoning_fields, reasoning_params, th
 from ._response import Response
 from ._serving import HEADER_PARAMS, TABLED, check_model, serving_fields, trace_headers
 from ._status import api_error
-from ._tools import ToolCall, check_choice, check_tools, decode_calls, tool_fields, tool_table
+from ._tools import (
+    Tool,
+    ToolCall,
+    check_choice,
+    check_tools,
+    decode_calls,
+    tool_fields,
+    tool_table,
+)
 from ._types import DECODE_ERRORS, OutputSpec, compile_output
 from .errors import ConfigurationError
 
@@ -345,13 +353,18 @@ class ClientCore:
                 usual = self._learn_usual(where, prompt, output_type, endpoint, stream)
             _, _, spec, plan, url, head, tail = usual
             data = head + _encode(prompt) + tail
-            return Call(
-                self,
+            deadline = self.deadline
+            return Call(  # `Call.new`, for a call with no parameters
                 PreparedRequest("POST", url, self._post_headers, data),
                 spec,
                 plan,
                 endpoint,
-                params,
+                self.max_response_bytes,
+                self.max_retries,
+                self.timeouts,
+                None if deadline is None else time.monotonic() + deadline,
+                self.max_reasks,
+                self.caveat,
             )
         spec, planned, messages = self._checked(where, prompt, output_type, endpoint, params)
         assert planned is not None, "set-up (model, dialect) must come first"
@@ -367,7 +380,7 @@ class ClientCore:
                 template = planned.templates[stream] = self._template(endpoint, stream, planned)
             data = template[1] + _encode(prompt) + template[2]
         request = PreparedRequest("POST", self._urls[endpoint], headers, data)
-        return Call(self, request, spec, planned.plan, endpoint, merged)
+        return Call.new(self, request, spec, planned.plan, endpoint, merged)
 
     def _learn_usual(
         self, where: str, prompt: str, output_type: type, endpoint: Endpoint, stream: bool
@@ -536,39 +549,27 @@ def _messages(prompt: Any) -> list[Any]:
 
 
 class Attempts:
-    """One request's attempts: the timeouts of the next one, when to give up, whether to retry."""
+    """One request's attempts: the timeouts of the next one, when to give up, whether to retry.
+    The state is its subclasses' (`Call`, `Lookup`), made by `attempt_settings` from the client's
+    settings and the call's parameters."""
 
-    __slots__ = (
-        "_attempt_started",
-        "_timeouts",
-        "deadline_at",
-        "max_response_bytes",
-        "max_retries",
-        "request",
-        "retries",
-    )
-
-    def __init__(
-        self, core: ClientCore, request: PreparedRequest, params: Mapping[str, Any]
-    ) -> None:
-        self.request = request
-        self.retries = 0
-        self._attempt_started = 0.0
-        self.max_response_bytes = core.max_response_bytes
-        if params:
-            self.max_retries: int = params.get("max_retries", core.max_retries)
-            timeout = params.get("timeout")
-            self._timeouts = core.timeouts if timeout is None else Timeouts.from_user(timeout)
-            deadline = params.get("deadline", core.deadline)
-        else:  # the common call: the client's settings
-            self.max_retries = core.max_retries
-            self._timeouts = core.timeouts
-            deadline = core.deadline
-        self.deadline_at: float | None = None if deadline is None else time.monotonic() + deadline
+    if not TYPE_CHECKING:  # no state of its own (mypy would take it for all there is)
+        __slots__ = ()
+    request: PreparedRequest
+    retries: int
+    _attempt_started: float
+    max_response_bytes: int
+    max_retries: int
+    _timeouts: Timeouts
+    deadline_at: float | None
 
     def timeouts(self) -> Timeouts:
-        """Timeouts of the next attempt, shortened to what is left of the deadline."""
-        self._attempt_started = time.monotonic()
+        """Timeouts of the next attempt, shortened to what is left of the deadline. The clock
+        gives the attempt's start only where its DEBUG line may be written (`log_attempt`): a
+        clock read costs every call."""
+        self._attempt_started = (
+            time.monotonic() if _debug_known(logging.DEBUG) is not False else 0.0
+        )
         if self.deadline_at is None:
             return self._timeouts
         remaining = self.deadline_at - time.monotonic()
@@ -609,22 +610,47 @@ class Attempts:
         return delay
 
     def log_attempt(self, status: int, headers: Mapping[str, str]) -> None:
-        """One DEBUG line per attempt; never the key, the prompt or the output."""
+        """One DEBUG line per attempt; never the key, the prompt or the output. (An attempt
+        that started while DEBUG was off, and ended with it on, was not timed.)"""
+        started = self._attempt_started
         log.debug(
-            "%s %s -> %d in %.1f ms (retry %d, request id %s)",
+            "%s %s -> %d in %s (retry %d, request id %s)",
             self.request.method,
             httpx.URL(self.request.url).path,
             status,
-            (time.monotonic() - self._attempt_started) * 1000,
+            f"{(time.monotonic() - started) * 1000:.1f} ms" if started else "untimed",
             self.retries,
             headers.get("x-request-id"),
         )
 
 
+def attempt_settings(
+    core: ClientCore, params: Mapping[str, Any]
+) -> tuple[int, Timeouts, float | None]:
+    """A call's ``max_retries``, timeouts and deadline (as a time of `time.monotonic`): its
+    parameters', else the client's."""
+    timeout = params.get("timeout")
+    deadline = params.get("deadline", core.deadline)
+    return (
+        params.get("max_retries", core.max_retries),
+        core.timeouts if timeout is None else Timeouts.from_user(timeout),
+        None if deadline is None else time.monotonic() + deadline,
+    )
+
+
 class Lookup(Attempts, Generic[V]):
     """A set-up request (the model list, a probe): its answer is a plain value, not a `Response`."""
 
-    __slots__ = ("_decode",)
+    __slots__ = (
+        "_attempt_started",
+        "_decode",
+        "_timeouts",
+        "deadline_at",
+        "max_response_bytes",
+        "max_retries",
+        "request",
+        "retries",
+    )
 
     def __init__(
         self,
@@ -633,7 +659,11 @@ class Lookup(Attempts, Generic[V]):
         decode: Callable[[bytes], V],
         params: Mapping[str, Any],
     ) -> None:
-        super().__init__(core, request, params)
+        self.request = request
+        self.retries = 0
+        self._attempt_started = 0.0
+        self.max_response_bytes = core.max_response_bytes
+        self.max_retries, self._timeouts, self.deadline_at = attempt_settings(core, params)
         self._decode = decode
 
     def finish(self, status: int, headers: Mapping[str, str], body: bytes) -> V:
@@ -654,54 +684,57 @@ def _json_object(body: bytes) -> dict[str, Any]:
     return answer
 
 
-class Call(Attempts):
-    """One generation's state across attempts: what to send, when to give up, what came back."""
+class Call(msgspec.Struct, Attempts):
+    """One generation's state across attempts: what to send, when to give up, what came back.
 
-    __slots__ = (
-        "attempts",
-        "caveat",
-        "endpoint",
-        "max_reasks",
-        "plan",
-        "reasks",
-        "spec",
-        "spent",  # the usage of the answers re-asked so far (`add_usage`), or None
-        "tool_choice",  # set with `tools` only: read only when there are tools
-        "tools",
-    )
+    A msgspec Struct: one is made for every call, and its C constructor costs far less than a
+    Python ``__init__`` (`ClientCore.prepare` makes the usual call's directly, `Call.new` any
+    other)."""
 
-    def __init__(
-        self,
+    request: PreparedRequest
+    spec: OutputSpec[Any]
+    plan: Plan
+    endpoint: Endpoint
+    max_response_bytes: int
+    max_retries: int
+    _timeouts: Timeouts
+    deadline_at: float | None
+    max_reasks: int
+    caveat: str  # what the errors of invalid output add (`ClientCore.caveat`)
+    tools: dict[str, Tool[Any]] | None = None  # its answer's tool calls are decoded with these
+    tool_choice: Any = None  # read only when there are tools
+    retries: int = 0
+    _attempt_started: float = 0.0
+    reasks: int = 0
+    attempts: Sequence[str] = ()  # texts of the answers re-asked so far
+    spent: Usage | None = None  # the usage of the answers re-asked so far (`add_usage`)
+
+    @classmethod
+    def new(
+        cls,
         core: ClientCore,
         request: PreparedRequest,
         spec: OutputSpec[Any],
         plan: Plan,
         endpoint: Endpoint,
         params: Mapping[str, Any],
-    ) -> None:
-        if params:
-            Attempts.__init__(self, core, request, params)  # not super(): cheaper
-            self.max_reasks: int = params.get("max_reasks", core.max_reasks)
-            self.tools = tool_table(params)  # the tools its answer's calls are decoded with
-            self.tool_choice = params.get("tool_choice")
-        else:  # the common call, `Attempts.__init__` inline: a call costs every request
-            self.request = request
-            self.retries = 0
-            self._attempt_started = 0.0
-            self.max_response_bytes = core.max_response_bytes
-            self.max_retries = core.max_retries
-            self._timeouts = core.timeouts
-            deadline = core.deadline
-            self.deadline_at = None if deadline is None else time.monotonic() + deadline
-            self.max_reasks = core.max_reasks
-            self.tools = None
-        self.spec = spec
-        self.plan = plan
-        self.endpoint = endpoint
-        self.reasks = 0
-        self.attempts: Sequence[str] = ()  # texts of the answers re-asked so far
-        self.spent: Usage | None = None
-        self.caveat = core.caveat
+    ) -> Call:
+        """The call of ``request``, with its parameters' settings, else the client's."""
+        max_retries, timeouts, deadline_at = attempt_settings(core, params)
+        return cls(
+            request,
+            spec,
+            plan,
+            endpoint,
+            core.max_response_bytes,
+            max_retries,
+            timeouts,
+            deadline_at,
+            params.get("max_reasks", core.max_reasks),
+            core.caveat,
+            tool_table(params),
+            params.get("tool_choice"),
+        )
 
     def finish(self, status: int, headers: Mapping[str, str], body: bytes) -> Response[Any]:
         """Turn a complete HTTP response into a `Response` or raise its typed error."""

@@ -4,6 +4,7 @@ over real sockets; transport retries and re-asks stay separate layers."""
 from __future__ import annotations
 
 import logging
+import re
 
 import msgspec
 import pytest
@@ -67,7 +68,7 @@ def test_http_errors_are_retried_not_reasked(
         assert "busy" not in str(request.body)  # an HTTP error is never pasted into a prompt
     text = caplog.text
     assert "retry 1 of 2" in text and "re-ask 1 of 1" in text
-    assert "POST /v1/chat/completions -> 200" in text
+    assert re.search(r"POST /v1/chat/completions -> 200 in \d+\.\d ms \(retry 1", text)
     assert "sk-secret-key" not in text and "N?" not in text and '"bad"' not in text
 
 
