@@ -261,12 +261,14 @@ class ResponseParser:
         shape it read (``_shape``), and a head that starts with its bytes, has 1 to 20 ASCII digits
         and then its bytes after them, is that head with other digits: three comparisons, no
         copy. Any other head is looked up by its bytes up to the digits among the shapes read on
-        any connection (`_SHAPES`), else split into lines (`_uncommon`). Every shape was read by
-        the lines' rules first, and its bytes hold no blank line, so the head ends where its
-        shape does."""
+        any connection (`_known_shape`), else split into lines (`_uncommon`). Every shape was
+        read by the lines' rules first, and its bytes hold no blank line, so the head ends where
+        its shape does."""
         shape = self._shape
+        if shape is None or not data.startswith(shape[0]):
+            shape = self._known_shape(data)
         digits = b""
-        if shape is not None and data.startswith(shape[0]):
+        if shape is not None:
             prefix, tail, status, headers, keep_alive = shape
             at = len(prefix)
             stop = data.find(b"\r", at, at + 21)  # after 1 to 20 bytes: the digits, if they are
@@ -299,26 +301,25 @@ class ResponseParser:
         self.complete = True
         return data[start:stop]
 
+    def _known_shape(self, data: bytes) -> _Shape | None:
+        """The shape of the head in ``data`` among those read on any connection, by its bytes
+        up to the Content-Length digits (then the connection's last); None if none fits."""
+        end = data.find(b"\r\n\r\n")  # (a head of a shape is within the heads' bound)
+        at = data.find(b"ontent-length: ", 0, end) + 15 if end > 0 else 0
+        shape = _SHAPES.get(data[:at]) if at > 15 else None
+        if shape is not None:
+            self._shape = shape
+        return shape
+
     def _uncommon(self, data: bytes) -> tuple[int, dict[str, str], int, bool, int] | None:
-        """`_common` for a head of another shape than the connection's last: its status,
-        headers, Content-Length, whether the connection stays open, and where its body starts;
-        None if it is not the common response (or not all here). A shape read on another
-        connection is one look-up; any other head is split into lines, each looked up as a line
-        seen before (`_Lines`), and its shape kept for the next."""
+        """`_common` for a head of no shape read before: its status, headers, Content-Length,
+        whether the connection stays open, and where its body starts; None if it is not the
+        common response (or not all here). The head is split into lines, each looked up as a
+        line seen before (`_Lines`), and its shape kept for the next."""
         end = data.find(b"\r\n\r\n")
         if end < 0 or end >= _LAST_HEAD_END:  # (no interim heads before: the whole bound)
             return None
         at = data.find(b"ontent-length: ", 0, end) + 15  # after "Content-Length: ", if there
-        shape = _SHAPES.get(data[:at]) if at > 15 else None
-        if shape is not None:  # read on another connection: `_common`'s test of the rest
-            _, tail, status, headers, keep_alive = shape
-            stop = data.find(b"\r", at, at + 21)
-            digits = data[at:stop] if data.startswith(tail, stop) else b""
-            if digits.isdigit():
-                self._shape = shape
-                headers = headers.copy()
-                headers["content-length"] = digits.decode("ascii")
-                return status, headers, int(digits), keep_alive, stop + len(tail)
         lines = data[:end].split(b"\r\n")
         try:
             version, status = _status_line(lines.pop(0))
