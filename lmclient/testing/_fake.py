@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
 
 import msgspec
 
@@ -27,7 +28,7 @@ from ._errors import ConstraintError, UnsatisfiableError
 from ._faults import MARK, Fault, FaultKind, shape, status_body
 from ._grammar import grammar_literals, grammar_sentence
 from ._reasoning import shaped
-from ._recording import RecordedRequest, endpoint_of, message_text
+from ._recording import Endpoint, RecordedRequest, message_text
 from ._regex_gen import regex_instance
 from ._schema_instance import schema_instance
 from ._script import UNSET, Reply, Script, StreamStyle, When, matches
@@ -86,6 +87,13 @@ class FakeLLM:
     ``guided_*``) and reads every known placement, so one fake serves clients of any dialect;
     ``"generic"`` answers no probe and reads every placement.
 
+    Like a server, it answers only under ``base_path`` (``/v1`` unless ``base_url`` has
+    another path): ``/api/chat/completions``, a base URL without ``/v1``, or one that ends in
+    ``/chat/completions`` are 404s here as in production. ``gateway=True`` imitates an
+    OpenAI-compatible gateway that serves only the POST routes: no probe answered, no
+    ``GET /v1/models`` (a client made with ``model=None`` must be given a model), no
+    ``/tokenize``.
+
     It also answers ``POST /v1/embeddings`` (a deterministic unit vector per text, float or
     base64 as asked, ``dimensions`` honoured) and ``POST /tokenize`` (one id per four
     characters) where the imitated server has them, in that server's shapes.
@@ -110,6 +118,8 @@ class FakeLLM:
         drop_after: int | None = None,
         on_chunk: Callable[[int], object] | None = None,
         on_request: Callable[[RecordedRequest], object] | None = None,
+        base_path: str | None = None,
+        gateway: bool = False,
     ) -> None:
         # None: any model name is served (an app's production name needs no set-up), and
         # /v1/models lists "fake-model", so a client made with model=None adopts that one.
@@ -124,6 +134,8 @@ class FakeLLM:
         self.on_chunk = on_chunk
         self.on_request = on_request
         self._base_url = base_url
+        self.base_path = _base_path(base_path, base_url)
+        self.gateway = gateway
         self._mounts: list[str] = []
         self._script = Script()
         self._routes: dict[tuple[str, str], FakeResponse] = {}
@@ -132,10 +144,10 @@ class FakeLLM:
         self._ids = itertools.count(1)
         self._in_flight = 0
         self._max_in_flight = 0
-        if server != "generic":
-            if server is not None and server not in SERVERS:
-                kinds = [*SERVERS, "generic", None]
-                raise ValueError(f"server must be one of {kinds}, not {server!r}")
+        if server is not None and server != "generic" and server not in SERVERS:
+            kinds = [*SERVERS, "generic", None]
+            raise ValueError(f"server must be one of {kinds}, not {server!r}")
+        if server != "generic" and not gateway:
             known = SERVERS[server or "vllm"]
             answer = dict(known.answer)
             if server is None:
@@ -516,7 +528,7 @@ class FakeLLM:
         request = RecordedRequest(
             method=method.upper(),
             path=path,
-            endpoint=endpoint_of(path),
+            endpoint=self._route(path),
             headers={k.lower(): v for k, v in headers.items()},
             body=decoded,
             raw_body=body,
@@ -528,7 +540,7 @@ class FakeLLM:
         fixed = self._routes.get((request.method, path))
         if fixed is not None:
             return fixed
-        if request.endpoint == "models" and request.method == "GET":
+        if request.endpoint == "models" and request.method == "GET" and not self.gateway:
             return self._models()
         if request.endpoint in ("embeddings", "tokenize") and request.method == "POST":
             return self._embeddings(request, decoded)
@@ -539,6 +551,17 @@ class FakeLLM:
         if bad_json or not isinstance(decoded, dict):
             return _bad_request("The request body is not a JSON object")
         return self._generate(request, decoded)
+
+    def _route(self, path: str) -> Endpoint:
+        """What ``path`` reaches, as on a server: the API under `base_path` only (another
+        prefix, or a path doubled by a base URL that already ends in it, is a 404 there as
+        here), ``/tokenize`` at the root; a gateway serves none of the GET routes and no
+        ``/tokenize``."""
+        base = self.base_path
+        if path.startswith(base) and path[len(base) :] in _API:
+            endpoint = _API[path[len(base) :]]
+            return "other" if self.gateway and endpoint == "tokenize" else endpoint
+        return "tokenize" if path == "/tokenize" and not self.gateway else "other"
 
     def _embeddings(self, request: RecordedRequest, body: Any) -> FakeResponse:
         """``/v1/embeddings`` and ``/tokenize``, as the imitated server has them."""
@@ -762,3 +785,25 @@ def _usage(
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
     }
+
+
+# The API's routes under the base path, as every server has them (llama.cpp's token count is
+# under its chat completions).
+_API: dict[str, Endpoint] = {
+    "/chat/completions": "chat",
+    "/completions": "completions",
+    "/models": "models",
+    "/embeddings": "embeddings",
+    "/chat/completions/input_tokens": "tokenize",
+}
+
+
+def _base_path(given: str | None, base_url: str | None) -> str:
+    """The path the API is served under: ``base_path`` as given, else that of ``base_url``,
+    else ``/v1`` (vLLM's, SGLang's, llama.cpp's)."""
+    if given is None:
+        given = urlsplit(base_url).path if base_url is not None else "/v1"
+    path = "/" + given.strip("/")
+    if path == "/" or "?" in path or "#" in path:
+        raise ValueError(f"base_path must be a path such as '/v1', not {given!r}")
+    return path

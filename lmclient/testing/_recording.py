@@ -7,25 +7,9 @@ from typing import Any, Literal
 
 from ._constraints import Constraint, read_constraint
 
-__all__ = ["Endpoint", "RecordedRequest", "endpoint_of"]
+__all__ = ["Endpoint", "RecordedRequest"]
 
 Endpoint = Literal["chat", "completions", "models", "embeddings", "tokenize", "other"]
-
-
-def endpoint_of(path: str) -> Endpoint:
-    """Classify a request path by its tail, so any API prefix (``/v1``, ``/openai/v1``) works."""
-    path = path.rstrip("/")
-    if path.endswith("/chat/completions"):
-        return "chat"
-    if path.endswith("/completions"):
-        return "completions"
-    if path.endswith("/models"):
-        return "models"
-    if path.endswith("/embeddings"):
-        return "embeddings"
-    if path.endswith(("/tokenize", "/input_tokens")):
-        return "tokenize"
-    return "other"
 
 
 @dataclass(frozen=True)

@@ -26,14 +26,14 @@ if TYPE_CHECKING:
 
 __all__ = ["mock"]
 
-DEFAULT_BASE_URL = "http://fake-llm.test/v1"
+DEFAULT_ORIGIN = "http://fake-llm.test"
 
 
 @contextmanager
 def mock(fake: FakeLLM, router: respx.Router | None) -> Iterator[str]:
     """Route requests to ``fake`` for the duration; yields the base URL clients should use."""
     given = fake._base_url
-    base_url = given or DEFAULT_BASE_URL
+    base_url = given or DEFAULT_ORIGIN + fake.base_path
 
     def answer(request: httpx.Request) -> httpx.Response:
         response = fake.handle(

@@ -34,9 +34,10 @@ _JOIN_TIMEOUT = 5.0  # bound on waiting for connection threads (e.g. a test left
 
 @contextmanager
 def serve(fake: FakeLLM, uds: str | os.PathLike[str] | None = None) -> Iterator[str]:
-    """Run the server in a background thread; yields ``http://127.0.0.1:PORT/v1``, or with
-    ``uds`` (a path where nothing exists yet) serves on that Unix socket, removed afterwards,
-    and yields ``http://localhost/v1``, the base URL of ``Client(uds=...)``."""
+    """Run the server in a background thread; yields ``http://127.0.0.1:PORT/v1`` (the fake's
+    ``base_path``), or with ``uds`` (a path where nothing exists yet) serves on that Unix
+    socket, removed afterwards, and yields ``http://localhost/v1``, the base URL of
+    ``Client(uds=...)``."""
     server = _Server(fake) if uds is None else _UnixServer(fake, os.fspath(uds))
     thread = threading.Thread(
         target=server.serve_forever,
@@ -46,9 +47,10 @@ def serve(fake: FakeLLM, uds: str | os.PathLike[str] | None = None) -> Iterator[
     )
     thread.start()
     if uds is None:
-        base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        base_url = f"http://127.0.0.1:{server.server_address[1]}{fake.base_path}"
     else:
-        base_url = "http://localhost/v1"  # the socket is the server; the URL, Host and paths
+        # the socket is the server; the URL, Host and paths
+        base_url = f"http://localhost{fake.base_path}"
     try:
         with fake._mounted_at(base_url) as url:
             yield url

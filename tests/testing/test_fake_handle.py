@@ -209,8 +209,37 @@ def test_null_optional_fields_are_defaults() -> None:
     assert body["choices"][0]["finish_reason"] == "length"
 
 
-def test_any_api_prefix_works() -> None:
-    assert send(FakeLLM(), "/openai/v1/chat/completions?x=1", {"messages": MESSAGES}).status == 200
+def test_the_api_is_served_under_the_base_path_only() -> None:
+    """As on a server: another prefix, no prefix, or a path doubled by a base URL that ends in
+    an endpoint are 404s (they pass against a lenient fake and fail in production)."""
+    body = {"messages": MESSAGES}
+    assert send(FakeLLM(), "/v1/chat/completions?x=1", body).status == 200
+    for path in (
+        "/chat/completions",
+        "/api/chat/completions",
+        "/openai/v1/chat/completions",
+        "/v1/chat/completions/chat/completions",
+        "/v1/v1/chat/completions",
+    ):
+        assert send(FakeLLM(), path, body).status == 404, path
+        assert send(FakeLLM(), path, body).body.find(path.encode()) > 0
+    assert send(FakeLLM(), "/api/models", method="GET").status == 404
+    assert send(FakeLLM(base_path="/openai/v1"), "/openai/v1/chat/completions", body).status == 200
+    assert send(FakeLLM(base_path="/openai/v1"), "/v1/chat/completions", body).status == 404
+    fake = FakeLLM(base_url="http://llm.test/api/v1")  # the base URL's path, unless given
+    assert fake.base_path == "/api/v1"
+    assert send(fake, "/api/v1/chat/completions", body).status == 200
+
+
+def test_the_gateway_mode_serves_only_the_post_routes() -> None:
+    gateway = FakeLLM(gateway=True)
+    assert send(gateway, "/v1/chat/completions", {"messages": MESSAGES}).status == 200
+    assert send(gateway, "/v1/completions", {"prompt": "p"}).status == 200
+    assert send(gateway, "/v1/embeddings", {"input": ["a"]}).status == 200
+    for path in ("/v1/models", "/version", "/props", "/server_info", "/info", "/api/version"):
+        assert send(gateway, path, method="GET").status == 404, path
+    assert send(gateway, "/tokenize", {"prompt": "p"}).status == 404
+    assert send(FakeLLM(), "/v1/models", method="GET").status == 200
 
 
 # -- generation from constraints ---------------------------------------------------------------
