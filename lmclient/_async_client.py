@@ -545,25 +545,40 @@ class AsyncClient:
         """Learn, once, what ``model=None`` and ``dialect="auto"`` leave open."""
         async with self._setup_lock:
             if self._core.dialect is None:
-                await self._probe_server(advisory=self._core.forced is not None)
+                await self._probe_server()
             if self._core.model is None and not self._core.names_model(params):
-                self._core.adopt_models(await self._send(self._core.models_call()))
+                names = await self._model_list()
+                self._core.adopt_models(names)
 
-    async def _probe_server(self, *, advisory: bool = False) -> ServerInfo:
-        """All probes at once (the set-up lock held). ``advisory``: a forced dialect only asks
-        for the server's release, so a server that answers no probe is not an error here (the
-        call itself will say what is wrong)."""
+    async def _model_list(self) -> list[str]:
+        """The served models, for ``model=None``: the probes' list, else asked for now."""
+        if self._core.listed is not None:
+            return self._core.listed
+        try:
+            return await self._send(self._core.models_call())
+        except errors.LMClientError as exc:
+            raise self._core.unlisted(exc) from exc
+
+    async def _probe_server(self) -> ServerInfo:
+        """All probes at once (the set-up lock held). None recognised is ``generic``: a probe
+        never fails a call, whatever it got (`ClientCore.adopt_probes`)."""
         calls = self._core.probe_calls()
-        answers = list(await asyncio.gather(*(self._probe(c) for c in calls)))
-        if not advisory and all(a is None for a in answers):  # report why, learn nothing
-            answers[-1] = await self._send(self._core.models_call())
+        answers = await self._probe_round(calls)
+        if self._core.unreached(answers):  # wait for a server starting up, or fail as it does
+            await self._send(self._core.models_call())
+            answers = await self._probe_round(calls)  # once more, now that it answers
         return self._core.adopt_probes(answers)
+
+    async def _probe_round(self, calls: list[Lookup[Any]]) -> list[Any]:
+        return list(await asyncio.gather(*(self._probe(c) for c in calls)))
 
     async def _probe(self, call: Lookup[Any]) -> Any:
         try:
             return await self._send(call)
-        except Exception:  # a probe that fails never fails the user's call (even a mock's)
-            return None
+        except errors.ClientClosedError:
+            raise
+        except Exception as exc:  # a probe that fails never fails the user's call (even a mock's)
+            return exc
 
     async def _send(self, call: Lookup[T]) -> T:
         while True:
@@ -640,8 +655,11 @@ class AsyncClient:
             await asyncio.sleep(delay)
 
     async def aclose(self) -> None:
-        """Close the connections lmclient opened (a user's ``http_client`` stays open)."""
+        """Close the connections lmclient opened (a user's ``http_client`` stays open). A
+        closed client refuses every later call and stream (`ClientClosedError`), before any
+        request: it never reopens a connection."""
         await self._transport.aclose()
+        self._transport = self._transport.closed()
 
     async def __aenter__(self) -> Self:
         return self

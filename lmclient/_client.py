@@ -528,26 +528,41 @@ class Client:
         """Learn, once, what ``model=None`` and ``dialect="auto"`` leave open."""
         with self._setup_lock:
             if self._core.dialect is None:
-                self._probe_server(advisory=self._core.forced is not None)
+                self._probe_server()
             if self._core.model is None and not self._core.names_model(params):
-                self._core.adopt_models(self._send(self._core.models_call()))
+                names = self._model_list()
+                self._core.adopt_models(names)
 
-    def _probe_server(self, *, advisory: bool = False) -> ServerInfo:
-        """All probes at once (the set-up lock held). ``advisory``: a forced dialect only asks
-        for the server's release, so a server that answers no probe is not an error here (the
-        call itself will say what is wrong)."""
+    def _model_list(self) -> list[str]:
+        """The served models, for ``model=None``: the probes' list, else asked for now."""
+        if self._core.listed is not None:
+            return self._core.listed
+        try:
+            return self._send(self._core.models_call())
+        except errors.LMClientError as exc:
+            raise self._core.unlisted(exc) from exc
+
+    def _probe_server(self) -> ServerInfo:
+        """All probes at once (the set-up lock held). None recognised is ``generic``: a probe
+        never fails a call, whatever it got (`ClientCore.adopt_probes`)."""
         calls = self._core.probe_calls()
-        with ThreadPoolExecutor(len(calls)) as pool:  # probes wait on the network only
-            answers = list(pool.map(self._probe, calls))
-        if not advisory and all(a is None for a in answers):  # report why, learn nothing
-            answers[-1] = self._send(self._core.models_call())
+        answers = self._probe_round(calls)
+        if self._core.unreached(answers):  # wait for a server starting up, or fail as it does
+            self._send(self._core.models_call())
+            answers = self._probe_round(calls)  # once more, now that it answers
         return self._core.adopt_probes(answers)
+
+    def _probe_round(self, calls: list[Lookup[Any]]) -> list[Any]:
+        with ThreadPoolExecutor(len(calls)) as pool:  # probes wait on the network only
+            return list(pool.map(self._probe, calls))
 
     def _probe(self, call: Lookup[Any]) -> Any:
         try:
             return self._send(call)
-        except Exception:  # a probe that fails never fails the user's call (even a mock's)
-            return None
+        except errors.ClientClosedError:
+            raise
+        except Exception as exc:  # a probe that fails never fails the user's call (even a mock's)
+            return exc
 
     def _send(self, call: Lookup[T]) -> T:
         while True:
@@ -615,8 +630,11 @@ class Client:
             time.sleep(delay)
 
     def close(self) -> None:
-        """Close the connections lmclient opened (a user's ``http_client`` stays open)."""
+        """Close the connections lmclient opened (a user's ``http_client`` stays open). A
+        closed client refuses every later call and stream (`ClientClosedError`), before any
+        request: it never reopens a connection."""
         self._transport.close()
+        self._transport = self._transport.closed()
 
     def __enter__(self) -> Self:
         return self

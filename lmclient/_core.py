@@ -38,6 +38,7 @@ from ._dialects import (
     get_dialect,
 )
 from ._extra import merge_extra
+from ._log import log
 from ._params import CALL_PARAMS, Timeouts, check_params, env_api_key, env_base_url
 from ._protocol import (
     ChatCompletion,
@@ -66,7 +67,6 @@ from .errors import ConfigurationError
 
 __all__ = ["Call", "ClientCore", "Lookup", "PreparedRequest"]
 
-log = logging.getLogger("lmclient")
 
 DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
@@ -149,6 +149,7 @@ class ClientCore:
         self.forced = None if dialect == "auto" else get_dialect(dialect)
         self.dialect = None if self.forced is None or self.forced.probe_first else self.forced
         self.server_info: ServerInfo | None = None
+        self.listed: list[str] | None = None  # the model list the probes got, if they got one
         self.caveat = ""  # what the errors of invalid output add (`Dialect.caveat`)
         self.timeouts = Timeouts.from_user(timeout)
         self.deadline = deadline
@@ -200,12 +201,28 @@ class ClientCore:
         ]
         return [*probes, self.models_call(**quick)]
 
+    @staticmethod
+    def unreached(answers: Sequence[Any]) -> bool:
+        """Whether no request of `probe_calls` reached the server (each failed to connect, or
+        lost its connection): the server is down or still starting, and nothing can be learnt
+        yet. A timeout is not that (a busy server may still answer the call)."""
+        return all(
+            isinstance(a, errors.APIConnectionError) and not isinstance(a, errors.APITimeoutError)
+            for a in answers
+        )
+
     def adopt_probes(self, answers: Sequence[Any]) -> ServerInfo:
-        """Learn from the answers to `probe_calls` (``None`` where one failed): the dialect, if
-        ``"auto"`` left it open, and the model, if ``None`` left it open and only one is served."""
+        """Learn from the answers to `probe_calls` (the exception where one failed): the dialect, if
+        ``"auto"`` left it open, and the model, if ``None`` left it open and only one is served.
+
+        Whatever failed (a 404, a broken connection, a body that is not JSON, a mock's unmocked
+        route) is simply not recognised: nothing recognised is ``generic``, and detection never
+        fails a call. A model list that did not come is `listed` ``None``: `model_list` asks
+        again only if a call needs the model from it."""
         *probes, models = answers
         found = {p: a for p, a in zip(PROBE_PATHS, probes, strict=True) if isinstance(a, dict)}
-        info = detect(self.host, found, models if isinstance(models, list) else [])
+        self.listed = models if isinstance(models, list) else None
+        info = detect(self.host, found, self.listed or [])
         self.server_info = info
         if self.dialect is None:
             self.dialect = self.forced or get_dialect(info.dialect)
@@ -213,6 +230,20 @@ class ClientCore:
         if self.model is None and len(info.models) == 1:
             self.model = info.models[0]
         return info
+
+    def unlisted(self, exc: errors.LMClientError) -> errors.LMClientError:
+        """The error for a client made with ``model=None`` whose call names no model, when the
+        model list cannot be had: a server or gateway without ``GET /v1/models`` (a 404, 405 or
+        501, or an answer that is not a model list) is a configuration to fix, said as such; any
+        other failure (the server unreachable, a bad key) is itself."""
+        if isinstance(exc, errors.ProtocolError) or (
+            isinstance(exc, errors.APIError) and exc.status_code in (404, 405, 501)
+        ):
+            return ConfigurationError(
+                f"model=None, and GET {httpx.URL(self.base_url).path}/models lists no models "
+                f"({exc}): pass model=... to the client, the call or defaults="
+            )
+        return exc
 
     def adopt_models(self, names: list[str]) -> str:
         """Use the only model served, as ``model=None`` asks; several or none is an error."""
@@ -578,7 +609,16 @@ class Attempts:
         return self._timeouts.capped(remaining)
 
     def backoff(self, exc: errors.LMClientError) -> float:
-        """The pause before retrying after ``exc``; re-raises ``exc`` if it must not be retried."""
+        """The pause before retrying after ``exc``; re-raises ``exc`` if it must not be retried,
+        its message then naming the request it came from (``... (GET /v1/models)``): a call
+        may send set-up requests before its own, and an error must say which one failed."""
+        try:
+            return self._backoff(exc)
+        except errors.LMClientError as raised:
+            name_request(raised, self.request)
+            raise
+
+    def _backoff(self, exc: errors.LMClientError) -> float:
         if self.retries >= self.max_retries:
             raise exc
         if isinstance(exc, errors.APIError):
@@ -622,6 +662,18 @@ class Attempts:
             self.retries,
             headers.get("x-request-id"),
         )
+
+
+def name_request(exc: errors.LMClientError, request: PreparedRequest) -> None:
+    """Add the request's method and path to the message of ``exc`` (once). An invalid output
+    (`ValidationError`) is about the model's text, and a closed client about the client, not a
+    request: they keep their messages."""
+    if isinstance(exc, (errors.ValidationError, errors.ClientClosedError)) or not exc.args:
+        return
+    named = f"({request.method} {httpx.URL(request.url).path})"
+    message = str(exc.args[0])
+    if not message.endswith(named):
+        exc.args = (f"{message} {named}", *exc.args[1:])
 
 
 def attempt_settings(

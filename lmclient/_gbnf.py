@@ -70,7 +70,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import logging
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -78,9 +77,9 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-__all__ = ["CompactGrammar", "compact_grammar"]
+from ._log import log as _log
 
-_log = logging.getLogger("lmclient")
+__all__ = ["CompactGrammar", "compact_grammar"]
 
 
 class CompactGrammar(NamedTuple):

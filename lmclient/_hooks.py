@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from . import errors
+from ._log import log
 from ._protocol import Usage
 from .errors import ConfigurationError
 
@@ -49,7 +50,6 @@ __all__ = [
     "Watch",
 ]
 
-log = logging.getLogger("lmclient")
 
 _MODULES = sys.modules
 _TRACED = "opentelemetry.trace"  # in sys.modules once the application has imported OpenTelemetry

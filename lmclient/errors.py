@@ -18,6 +18,7 @@ The exception hierarchy. Every failure a caller can see is one of these:
   x UnsupportedConstraintError   the dialect cannot express the constraint (raised before sending)
   x ConfigurationError           the client cannot be made as asked: URL, header, API key, limit
   x ProtocolError                the server's bytes are not the protocol (bad JSON/SSE, too big)
+  x ClientClosedError            a call on a closed client (also a RuntimeError, as httpx's)
 
 Messages never contain the API key: lmclient never puts request headers into an exception.
 """
@@ -32,6 +33,7 @@ __all__ = [
     "APITimeoutError",
     "AuthenticationError",
     "BadRequestError",
+    "ClientClosedError",
     "ConfigurationError",
     "ContextLengthError",
     "LMClientError",
@@ -208,6 +210,11 @@ class ProtocolError(LMClientError):
     def __init__(self, message: str, *, body: bytes | str = b"") -> None:
         super().__init__(f"{message}; received {_preview(body)}" if body else message)
         self.body = body
+
+
+class ClientClosedError(LMClientError, RuntimeError):
+    """A call or stream on a client after ``close()``: refused before anything is sent (a
+    closed client never opens a new connection). A RuntimeError, as httpx's own refusal."""
 
 
 def _type_name(tp: Any) -> str:

@@ -871,7 +871,7 @@ def test_patch_watch_learns_the_original_lazily(monkeypatch: pytest.MonkeyPatch)
 
     pool = type("ConnectionPool", (), {"handle_request": mocked})
     monkeypatch.setitem(sys.modules, "httpcore", SimpleNamespace(ConnectionPool=pool))
-    watch = PatchWatch("ConnectionPool", "handle_request")
+    watch = PatchWatch("httpcore", "ConnectionPool", "handle_request")
     assert watch.active()  # first seen while patched: not taken for the original
     pool.handle_request = original  # type: ignore[attr-defined]
     assert not watch.active()
@@ -880,7 +880,7 @@ def test_patch_watch_learns_the_original_lazily(monkeypatch: pytest.MonkeyPatch)
     pool.handle_request = original  # type: ignore[attr-defined]
     assert not watch.active()
     monkeypatch.delitem(sys.modules, "httpcore")
-    assert not PatchWatch("ConnectionPool", "handle_request").active()
+    assert not PatchWatch("httpcore", "ConnectionPool", "handle_request").active()
 
 
 # -- the clients over the loopback fake -----------------------------------------------------------

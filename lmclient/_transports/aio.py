@@ -22,25 +22,27 @@ from lmclient._transports.common import (
     STREAM_HIGH_WATER,
     AsyncStreamResponse,
     Limiter,
-    PatchWatch,
     Pool,
     RawResponse,
     StaleConnection,
     Target,
     Targets,
     check_uds,
+    closed_error,
     httpx_error,
     httpx_request,
     io_error,
     or_none,
+    own_client,
     raw_response,
     readability,
+    respx_watches,
     ssl_context,
 )
 
 __all__ = ["AsyncTransport"]
 
-_ASYNC_MOCK = PatchWatch("AsyncConnectionPool", "handle_async_request")
+_ASYNC_MOCK, _ASYNC_HTTPX = respx_watches(True)  # respx's two mockers
 
 
 def _nothing() -> object:
@@ -376,9 +378,12 @@ class AsyncTransport:
         self._pool: Pool[_AsyncConnection] = Pool()
         self._targets = Targets()
         self._ssl: ssl.SSLContext | None = None
-        self._httpx: httpx.AsyncHTTPTransport | None = None  # via a proxy, or under respx
+        # via a proxy, or under respx: an httpx client, which both of respx's mockers intercept
+        self._httpx: httpx.AsyncClient | None = None
         if proxy is not None:
-            self._httpx = proxied(httpx.AsyncHTTPTransport, proxy, limits=DEFAULT_LIMITS)
+            self._httpx = own_client(
+                proxied(httpx.AsyncHTTPTransport, proxy, limits=DEFAULT_LIMITS)
+            )
 
     def send(
         self,
@@ -389,8 +394,10 @@ class AsyncTransport:
     ) -> Awaitable[RawResponse]:
         """The response, to be awaited. (Not a coroutine itself: the caller awaits the
         exchange's own, one coroutine per call rather than two.)"""
-        if self._via_httpx or (
-            _ASYNC_MOCK.current() is not _ASYNC_MOCK.original and _ASYNC_MOCK.active()
+        if (
+            self._via_httpx
+            or (_ASYNC_MOCK.current() is not _ASYNC_MOCK.original and _ASYNC_MOCK.active())
+            or (_ASYNC_HTTPX.current() is not _ASYNC_HTTPX.original and _ASYNC_HTTPX.active())
         ):
             return self._httpx_send(request, timeouts, max_bytes, deadline_at)
         return self._exchange(request, timeouts, max_bytes, deadline_at, False)
@@ -402,8 +409,10 @@ class AsyncTransport:
         max_bytes: int,
         deadline_at: float | None,
     ) -> AsyncStreamResponse:
-        if self._via_httpx or (
-            _ASYNC_MOCK.current() is not _ASYNC_MOCK.original and _ASYNC_MOCK.active()
+        if (
+            self._via_httpx
+            or (_ASYNC_MOCK.current() is not _ASYNC_MOCK.original and _ASYNC_MOCK.active())
+            or (_ASYNC_HTTPX.current() is not _ASYNC_HTTPX.original and _ASYNC_HTTPX.active())
         ):
             return await self._httpx_stream(request, timeouts, max_bytes, deadline_at)
         return await self._exchange(request, timeouts, max_bytes, deadline_at, True)
@@ -417,6 +426,10 @@ class AsyncTransport:
             await self._httpx.aclose()
         if had_connections:
             await asyncio.sleep(0)
+
+    def closed(self) -> AsyncTransport:
+        """What a closed client sends through instead of this transport, once it is closed."""
+        return _ClosedAsyncTransport()
 
     # -- own HTTP/1.1 --------------------------------------------------------------------
 
@@ -543,8 +556,9 @@ class AsyncTransport:
             req = httpx_request(self._client, request, timeouts)
             return await self._client.send(req, stream=True, follow_redirects=False)
         if self._httpx is None:
-            self._httpx = httpx.AsyncHTTPTransport(limits=DEFAULT_LIMITS, uds=self._uds)
-        return await self._httpx.handle_async_request(httpx_request(None, request, timeouts))
+            self._httpx = own_client(httpx.AsyncHTTPTransport(limits=DEFAULT_LIMITS, uds=self._uds))
+        req = httpx_request(None, request, timeouts)
+        return await self._httpx.send(req, stream=True, follow_redirects=False)
 
     async def _httpx_send(
         self,
@@ -597,3 +611,25 @@ class AsyncTransport:
         return AsyncStreamResponse(
             response.status_code, response.headers, chunks(), response.aclose
         )
+
+
+class _ClosedAsyncTransport(AsyncTransport):
+    """What a closed `AsyncClient` sends through: every request refused, no connection opened."""
+
+    def send(
+        self,
+        request: PreparedRequest,
+        timeouts: Timeouts,
+        max_bytes: int,
+        deadline_at: float | None,
+    ) -> Awaitable[RawResponse]:
+        raise closed_error()
+
+    async def stream(
+        self,
+        request: PreparedRequest,
+        timeouts: Timeouts,
+        max_bytes: int,
+        deadline_at: float | None,
+    ) -> AsyncStreamResponse:
+        raise closed_error()

@@ -10,7 +10,7 @@ import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar, overload
 
 import httpx
 
@@ -318,36 +318,82 @@ class Pool(Generic[C]):
 
 
 class PatchWatch:
-    """Whether a method of an httpcore class has been replaced (respx's default mocker does it
-    for the connection pools while a mock is active).
+    """Whether a method of a class of ``module`` has been replaced, as respx replaces the one
+    its mocker intercepts while a mock is active: the transports then send through httpx.
 
-    The original is learnt the first time httpcore is seen unpatched, so lmclient need not import
-    httpcore (no httpcore imported, no respx mock). ``current() is original`` says "not replaced"
-    with no Python-level call, so the transports test it before calling `active`: until httpcore
-    is imported, ``current`` returns None (the module), as ``original`` is; after, the method."""
+    The original is learnt the first time the method is seen unreplaced (its ``__module__`` is
+    ``module``'s), so a mock started before lmclient was imported is still seen, and lmclient
+    need not import httpcore (no httpcore imported, no httpcore mock). ``current() is
+    original`` says "not replaced" with no Python-level call, so the transports test it before
+    calling `active`: until the module is imported, ``current`` returns None (the module), as
+    ``original`` is; after, the method."""
 
-    __slots__ = ("_attr", "_class_name", "current", "original")
+    __slots__ = ("_attr", "_class_name", "_module", "current", "original")
 
-    def __init__(self, class_name: str, attr: str) -> None:
+    def __init__(self, module: str, class_name: str, attr: str) -> None:
+        self._module = module
         self._class_name = class_name
         self._attr = attr
-        self.current: Callable[[], object] = functools.partial(sys.modules.get, "httpcore")
+        self.current: Callable[[], object] = functools.partial(sys.modules.get, module)
         self.original: object = None
 
     def active(self) -> bool:
         if self.current() is self.original:
             return False
-        module = sys.modules.get("httpcore")
+        module = sys.modules.get(self._module)
         if module is None:
             return False
         self.current = functools.partial(getattr, getattr(module, self._class_name), self._attr)
         current = self.current()
         if current is self.original:
             return False
-        if self.original is None and getattr(current, "__module__", "").startswith("httpcore."):
+        if self.original is None and getattr(current, "__module__", "").startswith(
+            f"{self._module}."
+        ):
             self.original = current
             return False
         return True
+
+
+def respx_watches(asynchronous: bool) -> tuple[PatchWatch, PatchWatch]:
+    """What each of respx's two mockers replaces while a mock is active, for the sync or the
+    async client: ``respx.mock()`` (``using="httpcore"``, the default) the connection pools'
+    ``handle_request`` (public httpcore API); ``respx.mock(using="httpx")`` the clients'
+    ``_transport_for_url``. respx offers no public way to ask whether a mock is active, and
+    that method is httpx's private one, so it is named here only, tested by
+    ``tests/test_respx_mockers.py`` (both mockers, sync and async, calls and streams)."""
+    if asynchronous:
+        return (
+            PatchWatch("httpcore", "AsyncConnectionPool", "handle_async_request"),
+            PatchWatch("httpx", "AsyncClient", "_transport_for_url"),
+        )
+    return (
+        PatchWatch("httpcore", "ConnectionPool", "handle_request"),
+        PatchWatch("httpx", "Client", "_transport_for_url"),
+    )
+
+
+@overload
+def own_client(transport: httpx.HTTPTransport) -> httpx.Client: ...
+@overload
+def own_client(transport: httpx.AsyncHTTPTransport) -> httpx.AsyncClient: ...
+def own_client(
+    transport: httpx.HTTPTransport | httpx.AsyncHTTPTransport,
+) -> httpx.Client | httpx.AsyncClient:
+    """An httpx client around ``transport``, for the paths that go through httpx without a
+    user's client: respx's ``using="httpx"`` mocker intercepts clients, not transports. It
+    sends lmclient's requests as they are: no environment proxies, headers or cookies of its
+    own (the requests are built without it), no redirects."""
+    if isinstance(transport, httpx.AsyncHTTPTransport):
+        return httpx.AsyncClient(transport=transport, trust_env=False, timeout=None)
+    return httpx.Client(transport=transport, trust_env=False, timeout=None)
+
+
+def closed_error() -> errors.ClientClosedError:
+    """What a closed client's transport raises for any request, before any socket."""
+    return errors.ClientClosedError(
+        "the client is closed: make a new one (close() was called, or its with-block ended)"
+    )
 
 
 def check_uds(http_client: object, uds: str | None) -> None:

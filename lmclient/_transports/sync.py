@@ -21,7 +21,6 @@ from lmclient._transports.common import (
     READ_SIZE,
     TIMEOUTS,
     Limiter,
-    PatchWatch,
     Pool,
     RawResponse,
     StaleConnection,
@@ -29,13 +28,16 @@ from lmclient._transports.common import (
     Target,
     Targets,
     check_uds,
+    closed_error,
     httpx_error,
     httpx_request,
     io_error,
     or_none,
+    own_client,
     raw_response,
     readability,
     remaining,
+    respx_watches,
     ssl_context,
 )
 
@@ -44,7 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SyncTransport"]
 
-_SYNC_MOCK = PatchWatch("ConnectionPool", "handle_request")
+_SYNC_MOCK, _SYNC_HTTPX = respx_watches(False)  # respx's two mockers
 
 # Where SO_RCVTIMEO and SO_SNDTIMEO take a struct timeval of two longs (64-bit Linux and macOS).
 _KERNEL_TIMEOUTS = sys.platform in ("linux", "darwin") and struct.calcsize("@l") == 8
@@ -229,9 +231,10 @@ class SyncTransport:
         self._pool: Pool[_SyncConnection] = Pool()
         self._targets = Targets()
         self._ssl: ssl.SSLContext | None = None
-        self._httpx: httpx.HTTPTransport | None = None  # via a proxy, or under respx
+        # via a proxy, or under respx: an httpx client, which both of respx's mockers intercept
+        self._httpx: httpx.Client | None = None
         if proxy is not None:
-            self._httpx = proxied(httpx.HTTPTransport, proxy, limits=DEFAULT_LIMITS)
+            self._httpx = own_client(proxied(httpx.HTTPTransport, proxy, limits=DEFAULT_LIMITS))
 
     def send(
         self,
@@ -240,8 +243,10 @@ class SyncTransport:
         max_bytes: int,
         deadline_at: float | None,
     ) -> RawResponse:
-        if self._via_httpx or (
-            _SYNC_MOCK.current() is not _SYNC_MOCK.original and _SYNC_MOCK.active()
+        if (
+            self._via_httpx
+            or (_SYNC_MOCK.current() is not _SYNC_MOCK.original and _SYNC_MOCK.active())
+            or (_SYNC_HTTPX.current() is not _SYNC_HTTPX.original and _SYNC_HTTPX.active())
         ):
             return self._httpx_send(request, timeouts, max_bytes, deadline_at)
         conn, parser, first = self._exchange(request, timeouts, deadline_at)
@@ -283,8 +288,10 @@ class SyncTransport:
     ) -> StreamResponse:
         """Open a response once its head has arrived; the caller reads its chunks and closes
         it."""
-        if self._via_httpx or (
-            _SYNC_MOCK.current() is not _SYNC_MOCK.original and _SYNC_MOCK.active()
+        if (
+            self._via_httpx
+            or (_SYNC_MOCK.current() is not _SYNC_MOCK.original and _SYNC_MOCK.active())
+            or (_SYNC_HTTPX.current() is not _SYNC_HTTPX.original and _SYNC_HTTPX.active())
         ):
             return self._httpx_stream(request, timeouts, max_bytes, deadline_at)
         conn, parser, first = self._exchange(request, timeouts, deadline_at)
@@ -304,6 +311,10 @@ class SyncTransport:
         self._pool.close()
         if self._httpx is not None:
             self._httpx.close()
+
+    def closed(self) -> SyncTransport:
+        """What a closed client sends through instead of this transport, once it is closed."""
+        return _ClosedSyncTransport()
 
     # -- own HTTP/1.1 --------------------------------------------------------------------
 
@@ -417,8 +428,9 @@ class SyncTransport:
             req = httpx_request(self._client, request, timeouts)
             return self._client.send(req, stream=True, follow_redirects=False)
         if self._httpx is None:
-            self._httpx = httpx.HTTPTransport(limits=DEFAULT_LIMITS, uds=self._uds)
-        return self._httpx.handle_request(httpx_request(None, request, timeouts))
+            self._httpx = own_client(httpx.HTTPTransport(limits=DEFAULT_LIMITS, uds=self._uds))
+        req = httpx_request(None, request, timeouts)
+        return self._httpx.send(req, stream=True, follow_redirects=False)
 
     def _httpx_send(
         self,
@@ -469,3 +481,26 @@ class SyncTransport:
                 raise io_error(exc, "reading the response") from exc
 
         return StreamResponse(response.status_code, response.headers, chunks(), response.close)
+
+
+class _ClosedSyncTransport(SyncTransport):
+    """What a closed `Client` sends through: every request refused, no connection opened (the
+    transport it replaces was closed; this one holds nothing to close)."""
+
+    def send(
+        self,
+        request: PreparedRequest,
+        timeouts: Timeouts,
+        max_bytes: int,
+        deadline_at: float | None,
+    ) -> RawResponse:
+        raise closed_error()
+
+    def stream(
+        self,
+        request: PreparedRequest,
+        timeouts: Timeouts,
+        max_bytes: int,
+        deadline_at: float | None,
+    ) -> StreamResponse:
+        raise closed_error()
