@@ -27,6 +27,7 @@ from lmclient._transports.common import (
     StaleConnection,
     Target,
     Targets,
+    araw_chunks,
     check_uds,
     closed_error,
     httpx_error,
@@ -572,7 +573,7 @@ class AsyncTransport:
             try:
                 limiter = Limiter(max_bytes, deadline_at)
                 limiter.head(response.headers, declared_length(response.headers))
-                chunks = [limiter.take(chunk) async for chunk in response.aiter_raw()]
+                chunks = [limiter.take(chunk) async for chunk in araw_chunks(response)]
                 chunks.append(limiter.finish())
             finally:
                 await response.aclose()
@@ -598,7 +599,7 @@ class AsyncTransport:
             limiter = Limiter(max_bytes, deadline_at)
             try:
                 limiter.head(response.headers, declared_length(response.headers))
-                async for chunk in response.aiter_raw():
+                async for chunk in araw_chunks(response):
                     yield limiter.take(chunk)
                 tail = limiter.finish()
                 if tail:

@@ -396,6 +396,23 @@ def closed_error() -> errors.ClientClosedError:
     )
 
 
+def raw_chunks(response: httpx.Response) -> Iterator[bytes]:
+    """The body as received, for `Limiter`. A body a mock read already (respx's ``httpx``
+    mocker hands over a read response) is its content, all at once."""
+    if response.is_stream_consumed:
+        return iter((response.content,))
+    return response.iter_raw()
+
+
+async def araw_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
+    """`raw_chunks` for an async response."""
+    if response.is_stream_consumed:
+        yield response.content
+        return
+    async for chunk in response.aiter_raw():
+        yield chunk
+
+
 def check_uds(http_client: object, uds: str | None) -> None:
     """A user's ``http_client`` decides where it connects: ``uds=`` beside it would be ignored."""
     if uds is not None and http_client is not None:

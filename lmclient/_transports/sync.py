@@ -34,6 +34,7 @@ from lmclient._transports.common import (
     io_error,
     or_none,
     own_client,
+    raw_chunks,
     raw_response,
     readability,
     remaining,
@@ -444,7 +445,7 @@ class SyncTransport:
             try:
                 limiter = Limiter(max_bytes, deadline_at)
                 limiter.head(response.headers, declared_length(response.headers))
-                chunks = [limiter.take(chunk) for chunk in response.iter_raw()]
+                chunks = [limiter.take(chunk) for chunk in raw_chunks(response)]
                 chunks.append(limiter.finish())
             finally:
                 response.close()
@@ -470,7 +471,7 @@ class SyncTransport:
             limiter = Limiter(max_bytes, deadline_at)
             try:
                 limiter.head(response.headers, declared_length(response.headers))
-                for chunk in response.iter_raw():
+                for chunk in raw_chunks(response):
                     yield limiter.take(chunk)
                 tail = limiter.finish()
                 if tail:
