@@ -560,19 +560,23 @@ class AsyncClient:
             raise self._core.unlisted(exc) from exc
 
     async def _probe_server(self) -> ServerInfo:
-        """All probes at once (the set-up lock held). None recognised is ``generic``: a probe
+        """Detect the server (the set-up lock held). None recognised is ``generic``: a probe
         never fails a call, whatever it got (`ClientCore.adopt_probes`)."""
-        calls = self._core.probe_calls()
-        answers = await self._probe_round(calls)
+        answers = await self._probe_round()
         if self._core.unreached(answers):  # wait for a server starting up, or fail as it does
             await self._send(self._core.models_call())
-            answers = await self._probe_round(calls)  # once more, now that it answers
+            answers = await self._probe_round()  # once more, now that it answers
         return self._core.adopt_probes(answers)
 
-    async def _probe_round(self, calls: list[Lookup[Any]]) -> list[Any]:
-        return list(await asyncio.gather(*(self._probe(c) for c in calls)))
+    async def _probe_round(self) -> list[Any]:
+        """Detection's requests: the model list, then the probes it leaves open, at once."""
+        listing = await self._probe(self._core.listing_call())
+        calls = self._core.probe_calls(listing)
+        return [*await asyncio.gather(*(self._probe(c) for c in calls)), listing]
 
-    async def _probe(self, call: Lookup[Any]) -> Any:
+    async def _probe(self, call: Lookup[Any] | None) -> Any:
+        if call is None:  # not asked
+            return None
         try:
             return await self._send(call)
         except errors.ClientClosedError:

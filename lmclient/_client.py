@@ -543,20 +543,24 @@ class Client:
             raise self._core.unlisted(exc) from exc
 
     def _probe_server(self) -> ServerInfo:
-        """All probes at once (the set-up lock held). None recognised is ``generic``: a probe
+        """Detect the server (the set-up lock held). None recognised is ``generic``: a probe
         never fails a call, whatever it got (`ClientCore.adopt_probes`)."""
-        calls = self._core.probe_calls()
-        answers = self._probe_round(calls)
+        answers = self._probe_round()
         if self._core.unreached(answers):  # wait for a server starting up, or fail as it does
             self._send(self._core.models_call())
-            answers = self._probe_round(calls)  # once more, now that it answers
+            answers = self._probe_round()  # once more, now that it answers
         return self._core.adopt_probes(answers)
 
-    def _probe_round(self, calls: list[Lookup[Any]]) -> list[Any]:
-        with ThreadPoolExecutor(len(calls)) as pool:  # probes wait on the network only
-            return list(pool.map(self._probe, calls))
+    def _probe_round(self) -> list[Any]:
+        """Detection's requests: the model list, then the probes it leaves open, at once."""
+        listing = self._probe(self._core.listing_call())
+        calls = self._core.probe_calls(listing)
+        with ThreadPoolExecutor(sum(c is not None for c in calls)) as pool:  # network waits
+            return [*pool.map(self._probe, calls), listing]
 
-    def _probe(self, call: Lookup[Any]) -> Any:
+    def _probe(self, call: Lookup[Any] | None) -> Any:
+        if call is None:  # not asked
+            return None
         try:
             return self._send(call)
         except errors.ClientClosedError:

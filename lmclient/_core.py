@@ -28,6 +28,7 @@ import msgspec
 from . import errors
 from ._config import UDS_BASE_URL, client_headers, client_uds, client_url
 from ._dialects import (
+    OWNED_PROBES,
     PROBE_PATHS,
     Dialect,
     Endpoint,
@@ -72,6 +73,7 @@ DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 MAX_RETRY_AFTER = 60.0  # a server asking for a longer pause gets an error, not a hung call
 PROBE_TIMEOUT = 2.0  # a server that is up answers a probe at once; one that is not, fails fast
+_QUICK = {"timeout": PROBE_TIMEOUT, "max_retries": 0}  # detection's requests
 
 V = TypeVar("V")
 
@@ -186,33 +188,46 @@ class ClientCore:
         request = PreparedRequest("GET", self.base_url + "/models", self._get_headers)
         return Lookup(self, request, _model_ids, params)
 
-    def probe_calls(self) -> list[Lookup[Any]]:
-        """One short request per probe path (each answers a JSON object), then the model list;
-        a probe is never retried."""
-        quick = {"timeout": PROBE_TIMEOUT, "max_retries": 0}
-        probes: list[Lookup[Any]] = [
+    def listing_call(self) -> Lookup[Listing]:
+        """Detection's first question: the model list (one short request, never retried),
+        which a client made with ``model=None`` needs anyway, and whose cards name vLLM,
+        SGLang and llama.cpp (`Listing.owner`)."""
+        request = PreparedRequest("GET", self.base_url + "/models", self._get_headers)
+        return Lookup(self, request, _listing, _QUICK)
+
+    def probe_calls(self, listing: Any) -> list[Lookup[Any] | None]:
+        """The probes, one per path of `PROBE_PATHS` (each answers a JSON object; never
+        retried), sent at once: only those of the server the model list named, if it named
+        one (``None`` in the others' places), else all."""
+        owner = listing.owner if isinstance(listing, Listing) else None
+        asked = OWNED_PROBES.get(owner, PROBE_PATHS) if isinstance(owner, str) else PROBE_PATHS
+        return [
             Lookup(
                 self,
                 PreparedRequest("GET", self.root_url + path, self._get_headers),
                 _json_object,
-                quick,
+                _QUICK,
             )
+            if path in asked
+            else None
             for path in PROBE_PATHS
         ]
-        return [*probes, self.models_call(**quick)]
 
     @staticmethod
     def unreached(answers: Sequence[Any]) -> bool:
-        """Whether no request of `probe_calls` reached the server (each failed to connect, or
-        lost its connection): the server is down or still starting, and nothing can be learnt
-        yet. A timeout is not that (a busy server may still answer the call)."""
+        """Whether no request of detection (`listing_call`, `probe_calls`) reached the server
+        (each failed to connect, or lost its connection): the server is down or still starting,
+        and nothing can be learnt yet. A timeout is not that (a busy server may still answer
+        the call)."""
+        asked = [a for a in answers if a is not None]
         return all(
             isinstance(a, errors.APIConnectionError) and not isinstance(a, errors.APITimeoutError)
-            for a in answers
+            for a in asked
         )
 
     def adopt_probes(self, answers: Sequence[Any]) -> ServerInfo:
-        """Learn from the answers to `probe_calls` (the exception where one failed): the dialect, if
+        """Learn from the answers to `probe_calls` and `listing_call`, last (the exception where
+        one failed, ``None`` where one was not asked): the dialect, if
         ``"auto"`` left it open, and the model, if ``None`` left it open and only one is served.
 
         Whatever failed (a 404, a broken connection, a body that is not JSON, a mock's unmocked
@@ -729,6 +744,22 @@ class Lookup(Attempts, Generic[V]):
 
 def _model_ids(body: bytes) -> list[str]:
     return [m.id for m in _decode_wire(_MODEL_LIST, body).data]
+
+
+class Listing(list[str]):
+    """The served models' ids, and ``owner``: the ``owned_by`` every card names, if they name
+    one and the same (``None`` otherwise)."""
+
+    owner: str | None = None
+
+
+def _listing(body: bytes) -> Listing:
+    cards = _decode_wire(_MODEL_LIST, body).data
+    listing = Listing(card.id for card in cards)
+    owners = {card.owned_by for card in cards}
+    owner = owners.pop() if len(owners) == 1 else None
+    listing.owner = owner if isinstance(owner, str) else None
+    return listing
 
 
 def _json_object(body: bytes) -> dict[str, Any]:

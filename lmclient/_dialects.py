@@ -25,6 +25,7 @@ from .errors import UnsupportedConstraintError
 __all__ = [
     "DIALECTS",
     "MAX_TOKEN_BYTES",
+    "OWNED_PROBES",
     "PROBE_PATHS",
     "Budget",
     "Dialect",
@@ -405,6 +406,13 @@ def get_dialect(name: str) -> Dialect:
 
 # Probed once per client, relative to the server root (base_url without "/v1").
 PROBE_PATHS = tuple(dict.fromkeys(path for server in SERVERS.values() for path in server.probes))
+# The probes worth asking when the model list's cards name their server (`Server.owner`).
+OWNED_PROBES: dict[str, tuple[str, ...]] = {}
+for _server in SERVERS.values():
+    if _server.owner is not None:
+        OWNED_PROBES[_server.owner] = tuple(
+            dict.fromkeys([*OWNED_PROBES.get(_server.owner, ()), *_server.probes])
+        )
 
 
 class ServerInfo(msgspec.Struct, frozen=True):

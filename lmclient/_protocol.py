@@ -269,6 +269,7 @@ class Measured(msgspec.Struct, gc=False):
 
 class ModelCard(msgspec.Struct):
     id: str
+    owned_by: Any = None  # a str on every server that sends it; read only as detection's hint
 
 
 class ModelList(msgspec.Struct):

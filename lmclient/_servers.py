@@ -65,6 +65,9 @@ class Server:
     obeys: Mapping[str, frozenset[str]]
     ignores: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
     reads: frozenset[str] | None = None  # every field it reads, where that is known
+    # The ``owned_by`` of its ``GET /v1/models`` cards, where the server names itself there:
+    # detection's first question, which then asks only this server's probes.
+    owner: str | None = None
     since: tuple[int, ...] = ()  # the releases this row describes: [since, successor.release)
     successor: Successor | None = None
 
@@ -125,6 +128,7 @@ SERVERS: dict[str, Server] = {
         marks=(),
         version_key="version",
         answer={"version": "0.5.23"},
+        owner="sglang",  # sglang/srt/entrypoints/openai/protocol.py, ModelCard
         # Its chat ignores a top-level json_schema, which its completions read (a JSON string).
         obeys={
             "chat": frozenset({"response_format", "regex", "ebnf"}),
@@ -137,6 +141,7 @@ SERVERS: dict[str, Server] = {
         marks=("default_generation_settings", "build_info"),
         version_key="build_info",
         answer={"default_generation_settings": {}, "build_info": "b11434-515e855"},
+        owner="llamacpp",  # tools/server/server-context.cpp
         obeys={  # response_format is ignored on /v1/completions
             "chat": frozenset({"json_schema", "grammar", "response_format"}),
             "completions": frozenset({"json_schema", "grammar"}),
@@ -165,6 +170,7 @@ SERVERS: dict[str, Server] = {
         marks=("version",),
         version_key="version",
         answer={"version": "0.33.0"},
+        owner="vllm",  # vllm/entrypoints/openai/engine/protocol.py, ModelCard
         obeys=_both("structured_outputs", "response_format"),  # guided_*: ignored from 0.12
         ignores={
             "chat": {**_VLLM_IGNORES, "user": "vLLM's source marks it as ignored"},
@@ -178,6 +184,7 @@ SERVERS: dict[str, Server] = {
         marks=("version",),
         version_key="version",
         answer={"version": "0.10.1.1"},
+        owner="vllm",
         obeys=_both(*_GUIDED, "response_format"),
         successor=Successor((0, 12), "vllm", "guided_* fields"),
     ),

@@ -12,7 +12,7 @@ import pytest
 
 import lmclient
 from lmclient import _core, _params, _status, errors
-from lmclient._dialects import Endpoint, ServerInfo
+from lmclient._dialects import PROBE_PATHS, Endpoint, ServerInfo
 from lmclient._params import CallParams, CreateParams
 from tests.conftest import EXAMPLES, LLAMACPP_LIVE, chat_body, completion_body
 
@@ -312,15 +312,38 @@ def test_models_list_decodes_to_the_ids() -> None:
         c.finish(200, {}, b'{"data": [{"name": "m"}]}')
 
 
-def test_probes_decode_to_json_objects_and_the_last_lists_models() -> None:
-    *probes, models = make_core().probe_calls()
+def test_probes_decode_to_json_objects_and_the_listing_to_models() -> None:
+    core = make_core()
+    listing = core.listing_call()
+    probes = [p for p in core.probe_calls(None) if p is not None]
+    assert len(probes) == len(PROBE_PATHS)  # nothing named the server: every probe
     assert probes[0].finish(200, {}, b'{"version": "0.11.0"}') == {"version": "0.11.0"}
     with pytest.raises(errors.ProtocolError):
         probes[0].finish(200, {}, b'["not an object"]')
     with pytest.raises(errors.NotFoundError):
         probes[0].finish(404, {}, b"{}")
-    assert models.finish(200, {}, b'{"data": [{"id": "m"}]}') == ["m"]
-    assert {p.max_retries for p in [*probes, models]} == {0}
+    assert listing.finish(200, {}, b'{"data": [{"id": "m"}]}') == ["m"]
+    assert {p.max_retries for p in [*probes, listing]} == {0}
+
+
+@pytest.mark.parametrize(
+    ("owners", "asked"),
+    [
+        (["vllm"], ["/version"]),
+        (["sglang"], ["/server_info", "/get_server_info"]),
+        (["llamacpp"], ["/props"]),
+        (["vllm", "vllm"], ["/version"]),
+        (["vllm", "sglang"], list(PROBE_PATHS)),  # cards that disagree name nothing
+        (["organization-owner"], list(PROBE_PATHS)),
+        ([7], list(PROBE_PATHS)),
+    ],
+)
+def test_the_listing_names_the_probes_worth_asking(owners: list[Any], asked: list[str]) -> None:
+    core = make_core()
+    cards = [{"id": f"m{i}", "owned_by": owner} for i, owner in enumerate(owners)]
+    listing = core.listing_call().finish(200, {}, json.dumps({"data": cards}).encode())
+    calls = core.probe_calls(listing)
+    assert [p for p, c in zip(PROBE_PATHS, calls, strict=True) if c is not None] == asked
 
 
 # -- retry decisions ----------------------------------------------------------------------

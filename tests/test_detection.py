@@ -226,7 +226,7 @@ def test_vllm_guided_forced_on_a_vllm_that_ignores_guided_fields_is_refused() ->
         "output would be unconstrained); use dialect='vllm' or 'auto'"
     )
     assert [c.body.get("guided_choice") for c in fake.calls] == [None]  # only the text call
-    assert len([r for r in fake.requests if r.method == "GET"]) == 7  # probed once
+    assert len([r for r in fake.requests if r.method == "GET"]) == 2  # probed once: the model list named vLLM, then /version
     with (
         fake.serve() as url,
         lmclient.Client(url, model="fake-model", dialect="vllm-guided", whitespace="server") as c,
@@ -292,3 +292,28 @@ def test_no_caveat_when_the_version_says_the_fields_are_read() -> None:
     ):
         client.generate("Q", Literal["yes", "no"])
     assert "likely cause" not in str(caught.value)
+
+
+# -- what detection costs: the model list first, then only the probes it leaves open ------------
+
+# The requests of detection per server (the model list, then its probes), over real sockets.
+COST = {"vllm": 2, "vllm-guided": 2, "sglang": 3, "llamacpp": 2, "tgi": 7, "ollama": 7}
+
+
+@pytest.mark.parametrize("kind", list(COST))
+def test_detection_asks_only_the_probes_the_model_list_leaves_open(kind: str) -> None:
+    fake = FakeLLM(server=kind)
+    with fake.serve() as url, lmclient.Client(url) as client:
+        client.generate("Q")
+        assert client.dialect == kind
+    gets = [r.path for r in fake.requests if r.method == "GET"]
+    assert gets[0] == "/v1/models" and len(gets) == COST[kind]
+
+
+async def test_async_detection_asks_only_the_probes_the_model_list_leaves_open() -> None:
+    fake = FakeLLM(server="llamacpp")
+    with fake.serve() as url:
+        async with lmclient.AsyncClient(url) as client:
+            await client.generate("Q")
+            assert client.dialect == "llamacpp"
+    assert [r.path for r in fake.requests if r.method == "GET"] == ["/v1/models", "/props"]

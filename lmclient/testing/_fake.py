@@ -570,8 +570,12 @@ class FakeLLM:
         return tokenize_response(request, body, self.server)
 
     def _models(self) -> FakeResponse:
+        """``GET /v1/models``; its cards' ``owned_by`` is the imitated server's own name, which
+        clients read as a hint of the server (``lmclient-fake`` where it has none)."""
+        known = None if self.server == "generic" else SERVERS[self.server or "vllm"]
+        owner = (known.owner if known is not None else None) or "lmclient-fake"
         cards = [
-            {"id": model, "object": "model", "created": 0, "owned_by": "lmclient-fake"}
+            {"id": model, "object": "model", "created": 0, "owned_by": owner}
             for model in self.models
         ]
         return json_response(200, {"object": "list", "data": cards})
