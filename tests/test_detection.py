@@ -226,7 +226,7 @@ def test_vllm_guided_forced_on_a_vllm_that_ignores_guided_fields_is_refused() ->
         "output would be unconstrained); use dialect='vllm' or 'auto'"
     )
     assert [c.body.get("guided_choice") for c in fake.calls] == [None]  # only the text call
-    assert len([r for r in fake.requests if r.method == "GET"]) == 2  # probed once: the model list named vLLM, then /version
+    assert len([r for r in fake.requests if r.method == "GET"]) == 2  # once: /v1/models, /version
     with (
         fake.serve() as url,
         lmclient.Client(url, model="fake-model", dialect="vllm-guided", whitespace="server") as c,
