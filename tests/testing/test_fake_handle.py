@@ -114,10 +114,12 @@ def test_models() -> None:
     assert body == {
         "object": "list",
         "data": [
-            {"id": "a", "object": "model", "created": 0, "owned_by": "lmclient-fake"},
-            {"id": "b", "object": "model", "created": 0, "owned_by": "lmclient-fake"},
+            {"id": "a", "object": "model", "created": 0, "owned_by": "vllm"},
+            {"id": "b", "object": "model", "created": 0, "owned_by": "vllm"},
         ],
-    }
+    }  # owned_by: the imitated server's name (vLLM by default), lmclient-fake for none
+    generic = msgspec.json.decode(send(FakeLLM(server="generic"), "/v1/models", method="GET").body)
+    assert generic["data"][0]["owned_by"] == "lmclient-fake"
     assert chat(fake, model="b")["model"] == "b"
     assert chat(fake)["model"] == "a"  # no model: the first one, like a single-model server
 
