@@ -115,3 +115,37 @@ def test_the_watched_methods_are_the_ones_respx_replaces(asynchronous: bool) -> 
         with respx.mock(using=using):
             assert watch.active(), using
         assert not watch.active(), using
+
+
+@pytest.mark.parametrize(
+    ("probes", "listing"),
+    [
+        (httpx.ConnectError("refused on this route"), httpx.Response(404)),
+        (httpx.Response(200, text="<html>not json</html>"), httpx.Response(200, text="{")),
+        (httpx.Response(404), httpx.ConnectError("refused on this route")),
+    ],
+    ids=["connection-error", "not-json", "404"],
+)
+def test_whatever_detection_gets_the_call_goes_on_as_generic(
+    probes: object, listing: object
+) -> None:
+    with respx.mock() as router, lmclient.Client(URL, model="m") as client:
+        route = router.post(f"{URL}/chat/completions").mock(side_effect=_answer)
+        models = router.get(f"{URL}/models").mock(side_effect=[listing])
+        probed = router.get(url__regex=r"http://llm\.test/\w+").mock(side_effect=[probes] * 6)
+        assert client.generate("Q") == "hi"
+        assert client.dialect == "generic"
+    assert (route.call_count, models.call_count, probed.call_count) == (1, 1, 6)
+
+
+async def test_whatever_detection_gets_the_async_call_goes_on_as_generic() -> None:
+    with respx.mock(using="httpx") as router:
+        route = router.post(f"{URL}/chat/completions").mock(side_effect=_answer)
+        router.get(f"{URL}/models").mock(return_value=httpx.Response(503))
+        probed = router.get(url__regex=r"http://llm\.test/[\w/]+").mock(
+            side_effect=httpx.ConnectError("refused")
+        )
+        async with lmclient.AsyncClient(URL, model="m") as client:
+            assert await client.generate("Q") == "hi"
+            assert client.dialect == "generic"
+    assert (route.call_count, probed.call_count) == (1, 6)
