@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 import msgspec
 
 from . import errors
+from ._core import name_request
 from ._protocol import LlamaCppTimings, Usage, VllmMetrics
 from ._response import Response
 from ._sse import ArrayItems
@@ -147,9 +148,13 @@ class _StreamBase(Generic[T]):
         return self._result
 
     def _failed(self, exc: Exception) -> None:
-        """An observed stream's failure while reading, reported to its hooks and span."""
-        if self._state is not None and self._state.watch is not None:
-            self._state.watch.failed(exc)
+        """A failure while reading: named by the stream's request (as a call's errors are), and
+        reported to the hooks and span of an observed stream."""
+        if self._state is not None:
+            if isinstance(exc, errors.LMClientError):
+                name_request(exc, self._state.call.request)
+            if self._state.watch is not None:
+                self._state.watch.failed(exc)
 
     def _report_end(self) -> None:
         """An observed stream's end, reported when it is released: its result if it was read

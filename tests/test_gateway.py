@@ -114,3 +114,27 @@ async def test_an_unreachable_server_fails_and_learns_nothing_async() -> None:
         with pytest.raises(lmclient.APIConnectionError, match=r"\(GET /v1/models\)$"):
             await client.generate("Q")
         assert client.dialect == "auto" and client.server_info is None
+
+
+def test_a_stream_broken_midway_names_its_request() -> None:
+    fake = FakeLLM(chunk_size=1)
+    fake.disconnect("body", after=2)
+    fake.reply("a long enough answer")
+    with (
+        fake.serve() as url,
+        lmclient.Client(url, model="m") as client,
+        pytest.raises(lmclient.APIConnectionError, match=r"\(POST /v1/chat/completions\)$"),
+    ):
+        "".join(client.stream("Q"))
+
+
+async def test_a_stream_broken_midway_names_its_request_async() -> None:
+    fake = FakeLLM(chunk_size=1)
+    fake.disconnect("body", after=2)
+    fake.reply("a long enough answer")
+    with fake.serve() as url:
+        async with lmclient.AsyncClient(url, model="m") as client:
+            with pytest.raises(
+                lmclient.APIConnectionError, match=r"\(POST /v1/chat/completions\)$"
+            ):
+                "".join([d async for d in client.stream("Q")])
