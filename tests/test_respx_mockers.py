@@ -127,7 +127,7 @@ def test_the_watched_methods_are_the_ones_respx_replaces(asynchronous: bool) -> 
     ids=["connection-error", "not-json", "404"],
 )
 def test_whatever_detection_gets_the_call_goes_on_as_generic(
-    probes: object, listing: object
+    probes: httpx.Response | Exception, listing: httpx.Response | Exception
 ) -> None:
     with respx.mock() as router, lmclient.Client(URL, model="m") as client:
         route = router.post(f"{URL}/chat/completions").mock(side_effect=_answer)
