@@ -602,6 +602,7 @@ class Client:
                 if watch is not None:
                     watch.received(response.status, response.headers)
                 if response.status < 300:
+                    call.headers = response.headers
                     return response
                 try:
                     body = b"".join(response.chunks)

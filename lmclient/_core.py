@@ -578,10 +578,12 @@ class Attempts:
         return self._timeouts.capped(remaining)
 
     def backoff(self, exc: errors.LMClientError) -> float:
-        """The pause before retrying after ``exc``; re-raises ``exc`` if it must not be retried."""
+        """The pause before retrying after ``exc``; re-raises ``exc`` if it must not be retried:
+        an error status the server did not mark retryable, or any other `APIError` than a
+        connection error or timeout (a `ProtocolError`: the same request gets the same bytes)."""
         if self.retries >= self.max_retries:
             raise exc
-        if isinstance(exc, errors.APIError):
+        if isinstance(exc, errors.APIStatusError):
             forced = exc.should_retry
             retryable = exc.status_code in RETRY_STATUSES if forced is None else forced
             if not retryable or (exc.retry_after is not None and exc.retry_after > MAX_RETRY_AFTER):
@@ -708,6 +710,9 @@ class Call(msgspec.Struct, Attempts):
     reasks: int = 0
     attempts: Sequence[str] = ()  # texts of the answers re-asked so far
     spent: Usage | None = None  # the usage of the answers re-asked so far (`add_usage`)
+    # the last response's headers (lower-case names), for `Response.headers`: set by `finish`,
+    # and by the shells when a stream opens
+    headers: Mapping[str, str] | None = None
 
     @classmethod
     def new(
@@ -742,6 +747,7 @@ class Call(msgspec.Struct, Attempts):
             self.log_attempt(status, headers)
         if status >= 300:
             raise api_error(status, headers, body)
+        self.headers = headers
         chat = self.endpoint == "chat"
         try:  # `_decode_wire`, inline: a call costs every response
             wire: Any = _CHAT.decode(body) if chat else _COMPLETION.decode(body)
@@ -870,6 +876,8 @@ class Call(msgspec.Struct, Attempts):
             self.retries,
             self.reasks,
             self.plan.compact,
+            (),
+            self.headers,
         )
 
     def spend(self, exc: errors.ValidationError, usage: Usage | None) -> None:
@@ -915,6 +923,7 @@ class Call(msgspec.Struct, Attempts):
             self.reasks,
             self.plan.compact,
             calls,
+            self.headers,
         )
 
     def _validated(

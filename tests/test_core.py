@@ -161,7 +161,7 @@ def test_openai_envelope_fields() -> None:
             errors.ServerError,
             "chat not supported",
         ),
-        (418, {"unexpected": True}, errors.APIError, "HTTP 418"),
+        (418, {"unexpected": True}, errors.APIStatusError, "HTTP 418"),
     ],
 )
 def test_every_server_envelope(status: int, body: Any, cls: type, message: str) -> None:

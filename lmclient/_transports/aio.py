@@ -29,6 +29,7 @@ from lmclient._transports.common import (
     Target,
     Targets,
     check_uds,
+    header_dict,
     httpx_error,
     httpx_request,
     io_error,
@@ -566,7 +567,7 @@ class AsyncTransport:
             raise httpx_error(exc) from exc
         except BadResponse as exc:
             raise io_error(exc, "reading the response") from exc
-        return RawResponse(response.status_code, response.headers, b"".join(chunks))
+        return RawResponse(response.status_code, header_dict(response), b"".join(chunks))
 
     async def _httpx_stream(
         self,
@@ -595,5 +596,5 @@ class AsyncTransport:
                 raise io_error(exc, "reading the response") from exc
 
         return AsyncStreamResponse(
-            response.status_code, response.headers, chunks(), response.aclose
+            response.status_code, header_dict(response), chunks(), response.aclose
         )
