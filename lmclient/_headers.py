@@ -9,6 +9,7 @@ call that never reads its headers pays nothing for them: no copy, no lower-casin
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+
 __all__ = ["Headers"]
 
 _EMPTY: dict[str, str] = {}

@@ -45,7 +45,9 @@ def api_error(status: int, headers: Mapping[str, str], body: bytes) -> errors.AP
         text = decoded.strip() if isinstance(decoded, str) else ""
         message = text[:500] or f"HTTP {status}"
         kind = code = param = None
-    cls = _STATUS_ERRORS.get(status) or (errors.ServerError if status >= 500 else errors.APIStatusError)
+    cls = _STATUS_ERRORS.get(status) or (
+        errors.ServerError if status >= 500 else errors.APIStatusError
+    )
     fields: dict[str, Any] = {}
     if cls is errors.BadRequestError:
         numbers = context_numbers(message, kind, code, decoded)
