@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 import msgspec
 
 from . import errors
+from ._headers import Headers
 from ._protocol import LlamaCppTimings, Usage, VllmMetrics
 from ._response import Response
 from ._sse import ArrayItems
@@ -133,6 +134,13 @@ class _StreamBase(Generic[T]):
     def events(self) -> int:
         """How many SSE data events arrived."""
         return 0 if self._state is None else self._state.events
+
+    @property
+    def headers(self) -> Headers:
+        """The response's headers (case-insensitive, read-only) once the stream is open: rate
+        limits and request ids before the first token; empty before. The final `Response`
+        has the same."""
+        return Headers.of(None if self._state is None else self._state.call.headers)
 
     @property
     def _done(self) -> bool:
