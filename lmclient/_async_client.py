@@ -627,7 +627,6 @@ class AsyncClient:
                 if watch is not None:
                     watch.received(response.status, response.headers)
                 if response.status < 300:
-                    call.headers = response.headers
                     return response
                 try:
                     body = b"".join([c async for c in response.chunks])

@@ -610,7 +610,6 @@ class Client:
                 if watch is not None:
                     watch.received(response.status, response.headers)
                 if response.status < 300:
-                    call.headers = response.headers
                     return response
                 try:
                     body = b"".join(response.chunks)

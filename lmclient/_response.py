@@ -51,10 +51,10 @@ class Response(msgspec.Struct, Generic[T], frozen=True):
     retries: int = 0
     reasks: int = 0
     compact: bool = False
-    # the first choice's, validated (`tools=`); a tuple, so that no call pays for a new list
-    tool_calls: tuple[ToolCall[Any], ...] = ()
     # the response's headers as the transport read them (lower-case names): `headers` wraps them
     _headers: Mapping[str, str] | None = msgspec.field(default=None, name="headers")
+    # the first choice's, validated (`tools=`); a tuple, so that no call pays for a new list
+    tool_calls: tuple[ToolCall[Any], ...] = ()
 
     @property
     def value(self) -> T:

@@ -140,7 +140,7 @@ class _StreamBase(Generic[T]):
         """The response's headers (case-insensitive, read-only) once the stream is open: rate
         limits and request ids before the first token; empty before. The final `Response`
         has the same."""
-        return Headers.of(None if self._state is None else self._state.call.headers)
+        return Headers.of(None if self._state is None else self._state.headers)
 
     @property
     def _done(self) -> bool:
@@ -203,6 +203,7 @@ class Stream(_StreamBase[T]):
             if self._closed:
                 raise errors.LMClientError("the stream is closed")
             self._state, self._response = self._opener()
+            self._state.headers = self._response.headers
             self._chunks = self._response.chunks
         return self._state
 
@@ -373,6 +374,7 @@ class AsyncStream(_StreamBase[T]):
             if self._closed:
                 raise errors.LMClientError("the stream is closed")
             self._state, self._response = await self._opener()
+            self._state.headers = self._response.headers
             self._chunks = self._response.chunks
         return self._state, self._chunks
 

@@ -57,6 +57,7 @@ class StreamState:
         "done",
         "events",
         "finish_reason",
+        "headers",
         "id",
         "model",
         "usage",
@@ -84,6 +85,8 @@ class StreamState:
         self.id: str | None = None
         self.model: str | None = None
         self.watch: Watch | None = None  # an observed call's (`_hooks`): told how it ends
+        # the response's headers (lower-case names), set by the stream once it is open
+        self.headers: Mapping[str, str] | None = None
 
     @property
     def text(self) -> str:
@@ -162,6 +165,7 @@ class StreamState:
             reasoning="".join(self._reasoning) or None,
             refusal="".join(self._refusal) or None,
             tool_calls=self._tool_calls(),
+            headers=self.headers,
         )
 
     def _tool_call_deltas(self, deltas: list[WireToolCall]) -> None:
@@ -213,13 +217,13 @@ class StreamState:
             self.done = True
             return
         if event.event == "error":
-            raise _event_error(data, self._call.headers)
+            raise _event_error(data, self.headers)
         try:
             chunk = self._chunks.decode(data)
         except DECODE_ERRORS as exc:
             raise errors.ProtocolError(f"bad stream event ({exc})", body=data) from None
         if chunk.error is not None:
-            raise _event_error(data, self._call.headers)
+            raise _event_error(data, self.headers)
         self._data.append(data)
         if chunk.usage is not None:
             self.usage = chunk.usage
