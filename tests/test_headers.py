@@ -184,10 +184,12 @@ async def test_async_hook_event_carries_the_headers() -> None:
     fake = FakeLLM()
     answer(fake, "streamed", SENT, stream=True)
     events: list[lmclient.HookEvent] = []
-    async with async_client(fake, "own", hooks=[events.append]) as client:
-        async with client.stream("Q") as s:
-            assert await s.aread() == "streamed"
-            check(s.headers)  # an observed stream: the same headers
+    async with (
+        async_client(fake, "own", hooks=[events.append]) as client,
+        client.stream("Q") as s,
+    ):
+        assert await s.aread() == "streamed"
+        check(s.headers)  # an observed stream: the same headers
     (head,) = [e for e in events if isinstance(e, lmclient.ResponseHead)]
     check(head.headers)
 
