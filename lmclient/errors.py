@@ -121,7 +121,7 @@ class APIStatusError(APIError):
         empty for an error event inside a 200 stream."""
         from ._headers import Headers
 
-        return Headers.of(self._headers)
+        return Headers(self._headers)  # (names lower-cased: this error may be a user's own)
 
 
 class BadRequestError(APIStatusError):

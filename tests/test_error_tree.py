@@ -196,9 +196,9 @@ def test_hooks_report_no_status_for_a_connection_error(closed_port: str) -> None
 
 
 def test_api_status_error_str_and_fields() -> None:
-    exc = lmclient.APIStatusError("I'm a teapot", status_code=418, headers={"x-a": "1"})
+    exc = lmclient.APIStatusError("I'm a teapot", status_code=418, headers={"X-A": "1"})
     assert (str(exc), exc.message, exc.status_code) == ("418: I'm a teapot", "I'm a teapot", 418)
-    assert exc.headers["X-A"] == "1"
+    assert exc.headers["x-a"] == exc.headers["X-A"] == "1"
     protocol = lmclient.ProtocolError("bad", body=b"xyz")
     shown = (str(protocol), protocol.message, protocol.body)
     assert shown == ("bad; received b'xyz'", "bad", b"xyz")
