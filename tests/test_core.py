@@ -326,7 +326,7 @@ def test_probes_decode_to_json_objects_and_the_last_lists_models() -> None:
 # -- retry decisions ----------------------------------------------------------------------
 
 
-def _api(status: int, headers: dict[str, str] | None = None) -> errors.APIError:
+def _api(status: int, headers: dict[str, str] | None = None) -> errors.APIStatusError:
     return _status.api_error(status, headers or {}, b"{}")
 
 
@@ -336,7 +336,7 @@ def test_retryable_statuses_back_off_exponentially(status: int) -> None:
     delays = [c.backoff(_api(status)) for _ in range(3)]
     for n, delay in enumerate(delays):
         assert 0.75 * 0.5 * 2**n <= delay <= 0.5 * 2**n
-    with pytest.raises(errors.APIError):
+    with pytest.raises(errors.APIStatusError):
         c.backoff(_api(status))  # retries exhausted: the error itself
     assert c.retries == 3
 
@@ -344,7 +344,7 @@ def test_retryable_statuses_back_off_exponentially(status: int) -> None:
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 422, 501])
 def test_client_errors_are_not_retried(status: int) -> None:
     exc = _api(status)
-    with pytest.raises(errors.APIError) as info:
+    with pytest.raises(errors.APIStatusError) as info:
         call().backoff(exc)
     assert info.value is exc
 
