@@ -51,6 +51,7 @@ lint: install
 	$(BIN)/ruff check lmclient tests benchmarks examples scripts
 	$(BIN)/ruff format --check lmclient tests benchmarks examples scripts
 	$(BIN)/mypy --strict lmclient tests
+	$(BIN)/basedpyright
 	$(BIN)/python scripts/twins.py
 
 demo: install

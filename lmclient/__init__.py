@@ -16,6 +16,7 @@ from ._lazy import lazy_attributes as _lazy_attributes
 from .errors import (
     APIConnectionError,
     APIError,
+    APIStatusError,
     APITimeoutError,
     AuthenticationError,
     BadRequestError,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from ._client import Client
     from ._dialects import ServerInfo
     from ._embeddings import Embeddings
+    from ._headers import Headers
     from ._hooks import (
         CallFailed,
         CallFinished,
@@ -73,6 +75,7 @@ _LAZY = {
     "Client": "_client",
     "ServerInfo": "_dialects",
     "Embeddings": "_embeddings",
+    "Headers": "_headers",
     "CallFailed": "_hooks",
     "CallFinished": "_hooks",
     "Hook": "_hooks",
@@ -111,6 +114,7 @@ __getattr__, __dir__ = _lazy_attributes(__name__, _LAZY, globals())
 __all__ = [
     "APIConnectionError",
     "APIError",
+    "APIStatusError",
     "APITimeoutError",
     "AsyncClient",
     "AsyncStream",
@@ -129,6 +133,7 @@ __all__ = [
     "Embeddings",
     "FileParams",
     "Grammar",
+    "Headers",
     "Hook",
     "HookEvent",
     "JsonSchema",

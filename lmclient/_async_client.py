@@ -24,7 +24,7 @@ from ._embeddings import (
     tokenize_call,
 )
 from ._hooks import Hook, Observer, Watch
-from ._markers import Choice, Grammar, Regex
+from ._markers import Choice, Grammar, JsonSchema, Regex
 from ._params import Prompt
 from ._proxies import environment_proxy
 from ._response import Response
@@ -35,7 +35,7 @@ from ._transports.aio import AsyncTransport
 from ._usage import UsageTotal
 
 if TYPE_CHECKING:
-    from typing_extensions import Self, Unpack
+    from typing_extensions import Self, TypeForm, Unpack
 
     from ._params import CallParams, CreateParams
 
@@ -119,7 +119,7 @@ class AsyncClient:
     async def generate(self, prompt: Prompt, **params: Unpack[CallParams]) -> str: ...
     @overload
     async def generate(
-        self, prompt: Prompt, output_type: type[T], **params: Unpack[CallParams]
+        self, prompt: Prompt, output_type: TypeForm[T], **params: Unpack[CallParams]
     ) -> T: ...
     @overload
     async def generate(
@@ -127,7 +127,7 @@ class AsyncClient:
     ) -> str: ...
     @overload
     async def generate(
-        self, prompt: Prompt, output_type: Any, **params: Unpack[CallParams]
+        self, prompt: Prompt, output_type: JsonSchema, **params: Unpack[CallParams]
     ) -> Any: ...
     async def generate(self, prompt: Prompt, output_type: Any = str, **params: Any) -> Any:
         """Chat completion of ``prompt``, returned as a validated ``output_type``."""
@@ -137,7 +137,7 @@ class AsyncClient:
     async def complete(self, prompt: str, **params: Unpack[CallParams]) -> str: ...
     @overload
     async def complete(
-        self, prompt: str, output_type: type[T], **params: Unpack[CallParams]
+        self, prompt: str, output_type: TypeForm[T], **params: Unpack[CallParams]
     ) -> T: ...
     @overload
     async def complete(
@@ -145,7 +145,7 @@ class AsyncClient:
     ) -> str: ...
     @overload
     async def complete(
-        self, prompt: str, output_type: Any, **params: Unpack[CallParams]
+        self, prompt: str, output_type: JsonSchema, **params: Unpack[CallParams]
     ) -> Any: ...
     async def complete(self, prompt: str, output_type: Any = str, **params: Any) -> Any:
         """Plain completion (``/v1/completions``) of ``prompt``, as a validated ``output_type``."""
@@ -161,7 +161,7 @@ class AsyncClient:
     async def create(
         self,
         prompt: Prompt,
-        output_type: type[T],
+        output_type: TypeForm[T],
         *,
         endpoint: Endpoint = ...,
         **params: Unpack[CreateParams],
@@ -179,7 +179,7 @@ class AsyncClient:
     async def create(
         self,
         prompt: Prompt,
-        output_type: Any,
+        output_type: JsonSchema,
         *,
         endpoint: Endpoint = ...,
         **params: Unpack[CreateParams],
@@ -202,7 +202,7 @@ class AsyncClient:
     def stream(
         self,
         prompt: Prompt,
-        output_type: type[T],
+        output_type: TypeForm[T],
         *,
         endpoint: Endpoint = ...,
         **params: Unpack[CallParams],
@@ -220,7 +220,7 @@ class AsyncClient:
     def stream(
         self,
         prompt: Prompt,
-        output_type: Any,
+        output_type: JsonSchema,
         *,
         endpoint: Endpoint = ...,
         **params: Unpack[CallParams],

@@ -586,12 +586,12 @@ class _InOrder:
 
 
 def _result_line(result: Any) -> dict[str, Any]:
-    from .errors import APIError, ValidationError
+    from .errors import APIStatusError, ValidationError
 
     if not isinstance(result, BaseException):
         return {"value": result}
     error: dict[str, Any] = {"type": type(result).__name__, "message": str(result)}
-    if isinstance(result, APIError):
+    if isinstance(result, APIStatusError):
         error["status_code"] = result.status_code
     if isinstance(result, ValidationError):
         error["text"] = result.text

@@ -149,7 +149,7 @@ def _check(client: Client, dialect: str, endpoint: Endpoint, check: _Check, comp
     from ._dialects import get_dialect
     from ._types import compile_output
     from .errors import (
-        APIError,
+        APIStatusError,
         LMClientError,
         TruncatedError,
         UnsupportedConstraintError,
@@ -179,7 +179,7 @@ def _check(client: Client, dialect: str, endpoint: Endpoint, check: _Check, comp
         return _Row(check.name, sent_as, found, exc.text)
     except ValidationError as exc:
         return _Row(check.name, sent_as, "ignored", exc.text)
-    except APIError as exc:
+    except APIStatusError as exc:
         return _Row(check.name, sent_as, "rejected", f"{exc.status_code}: {exc.message}")
     except LMClientError as exc:
         return _Row(check.name, sent_as, "failed", f"{type(exc).__name__}: {exc}")

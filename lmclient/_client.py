@@ -26,7 +26,7 @@ from ._embeddings import (
     tokenize_call,
 )
 from ._hooks import Hook, Observer, Watch
-from ._markers import Choice, Grammar, Regex
+from ._markers import Choice, Grammar, JsonSchema, Regex
 from ._params import Prompt
 from ._proxies import environment_proxy
 from ._response import Response
@@ -37,7 +37,7 @@ from ._transports.sync import SyncTransport
 from ._usage import UsageTotal
 
 if TYPE_CHECKING:
-    from typing_extensions import Self, Unpack
+    from typing_extensions import Self, TypeForm, Unpack
 
     from ._params import CallParams, CreateParams
 
@@ -120,13 +120,17 @@ class Client:
     @overload
     def generate(self, prompt: Prompt, **params: Unpack[CallParams]) -> str: ...
     @overload
-    def generate(self, prompt: Prompt, output_type: type[T], **params: Unpack[CallParams]) -> T: ...
+    def generate(
+        self, prompt: Prompt, output_type: TypeForm[T], **params: Unpack[CallParams]
+    ) -> T: ...
     @overload
     def generate(
         self, prompt: Prompt, output_type: Regex | Grammar | Choice, **params: Unpack[CallParams]
     ) -> str: ...
     @overload
-    def generate(self, prompt: Prompt, output_type: Any, **params: Unpack[CallParams]) -> Any: ...
+    def generate(
+        self, prompt: Prompt, output_type: JsonSchema, **params: Unpack[CallParams]
+    ) -> Any: ...
     def generate(self, prompt: Prompt, output_type: Any = str, **params: Any) -> Any:
         """Chat completion of ``prompt``, returned as a validated ``output_type``."""
         return self._create("generate", prompt, output_type, "chat", params).values[0]
@@ -134,13 +138,17 @@ class Client:
     @overload
     def complete(self, prompt: str, **params: Unpack[CallParams]) -> str: ...
     @overload
-    def complete(self, prompt: str, output_type: type[T], **params: Unpack[CallParams]) -> T: ...
+    def complete(
+        self, prompt: str, output_type: TypeForm[T], **params: Unpack[CallParams]
+    ) -> T: ...
     @overload
     def complete(
         self, prompt: str, output_type: Regex | Grammar | Choice, **params: Unpack[CallParams]
     ) -> str: ...
     @overload
-    def complete(self, prompt: str, output_type: Any, **params: Unpack[CallParams]) -> Any: ...
+    def complete(
+        self, prompt: str, output_type: JsonSchema, **params: Unpack[CallParams]
+    ) -> Any: ...
     def complete(self, prompt: str, output_type: Any = str, **params: Any) -> Any:
         """Plain completion (``/v1/completions``) of ``prompt``, as a validated ``output_type``."""
         return self._create("complete", prompt, output_type, "completions", params).values[0]
@@ -153,7 +161,7 @@ class Client:
     def create(
         self,
         prompt: Prompt,
-        output_type: type[T],
+        output_type: TypeForm[T],
         *,
         endpoint: Endpoint = ...,
         **params: Unpack[CreateParams],
@@ -171,7 +179,7 @@ class Client:
     def create(
         self,
         prompt: Prompt,
-        output_type: Any,
+        output_type: JsonSchema,
         *,
         endpoint: Endpoint = ...,
         **params: Unpack[CreateParams],
@@ -194,7 +202,7 @@ class Client:
     def stream(
         self,
         prompt: Prompt,
-        output_type: type[T],
+        output_type: TypeForm[T],
         *,
         endpoint: Endpoint = ...,
         **params: Unpack[CallParams],
@@ -212,7 +220,7 @@ class Client:
     def stream(
         self,
         prompt: Prompt,
-        output_type: Any,
+        output_type: JsonSchema,
         *,
         endpoint: Endpoint = ...,
         **params: Unpack[CallParams],

@@ -634,9 +634,12 @@ class Attempts:
             raise
 
     def _backoff(self, exc: errors.LMClientError) -> float:
+        """The pause before retrying after ``exc``; re-raises ``exc`` if it must not be retried:
+        an error status the server did not mark retryable, or any other `APIError` than a
+        connection error or timeout (a `ProtocolError`: the same request gets the same bytes)."""
         if self.retries >= self.max_retries:
             raise exc
-        if isinstance(exc, errors.APIError):
+        if isinstance(exc, errors.APIStatusError):
             forced = exc.should_retry
             retryable = exc.status_code in RETRY_STATUSES if forced is None else forced
             if not retryable or (exc.retry_after is not None and exc.retry_after > MAX_RETRY_AFTER):
@@ -830,7 +833,7 @@ class Call(msgspec.Struct, Attempts):
             wire: Any = _CHAT.decode(body) if chat else _COMPLETION.decode(body)
         except DECODE_ERRORS as exc:
             raise errors.ProtocolError(f"unexpected response body ({exc})", body=body) from None
-        return self._chat(wire, body) if chat else self._completion(wire, body)
+        return self._chat(wire, body, headers) if chat else self._completion(wire, body, headers)
 
     def reask(self, exc: errors.ValidationError) -> Call:
         """The call that asks again after an invalid answer, with that answer and the reason
@@ -869,7 +872,7 @@ class Call(msgspec.Struct, Attempts):
 
     # -- response bodies -------------------------------------------------------------------
 
-    def _chat(self, wire: ChatCompletion, body: bytes) -> Response[Any]:
+    def _chat(self, wire: ChatCompletion, body: bytes, headers: Mapping[str, str]) -> Response[Any]:
         choices = wire.choices
         if len(choices) == 1:
             first = choices[0]
@@ -884,7 +887,7 @@ class Call(msgspec.Struct, Attempts):
                 and self.tools is None  # `result` holds the answer to the call's tool_choice
             ):
                 reasoning = msg.reasoning or msg.reasoning_content
-                return self._one(text, wire, body, reasoning)
+                return self._one(text, wire, body, reasoning, headers)
         elif not choices:
             raise errors.ProtocolError("the response has no choices")
         if len(choices) > 1:
@@ -904,15 +907,18 @@ class Call(msgspec.Struct, Attempts):
             refusal=refusal,
             logprobs=first.logprobs.content if first.logprobs is not None else None,
             tool_calls=msg.tool_calls,
+            headers=headers,
         )
 
-    def _completion(self, wire: Completion, body: bytes) -> Response[Any]:
+    def _completion(
+        self, wire: Completion, body: bytes, headers: Mapping[str, str]
+    ) -> Response[Any]:
         choices = wire.choices
         if len(choices) == 1:
             only = choices[0]
             text = only.text
             if text and only.finish_reason == "stop" and only.logprobs is None:
-                return self._one(text, wire, body, None)
+                return self._one(text, wire, body, None, headers)
         elif not choices:
             raise errors.ProtocolError("the response has no choices")
         choices = sorted(choices, key=lambda c: c.index)
@@ -925,10 +931,16 @@ class Call(msgspec.Struct, Attempts):
             id=wire.id,
             raw=body,
             logprobs=first.normalized() if first is not None else None,
+            headers=headers,
         )
 
     def _one(
-        self, text: str, wire: ChatCompletion | Completion, body: bytes, reasoning: str | None
+        self,
+        text: str,
+        wire: ChatCompletion | Completion,
+        body: bytes,
+        reasoning: str | None,
+        headers: Mapping[str, str],
     ) -> Response[Any]:
         """`result` for the common answer: one choice, ended by "stop", with content, without
         a refusal or logprobs, so that only its decoding can fail."""
@@ -953,6 +965,7 @@ class Call(msgspec.Struct, Attempts):
             self.retries,
             self.reasks,
             self.plan.compact,
+            headers,
         )
 
     def spend(self, exc: errors.ValidationError, usage: Usage | None) -> None:
@@ -973,10 +986,12 @@ class Call(msgspec.Struct, Attempts):
         refusal: str | None = None,
         logprobs: list[TokenLogprob] | None = None,
         tool_calls: list[WireToolCall] | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> Response[Any]:
         """Validate every choice's text into the output type, and the first choice's tool
         calls into their tools' types; the same for bodies and streams. ``raw`` is the body
-        (a stream: its events' data), kept for `Response.raw`."""
+        (a stream: its events' data), kept for `Response.raw`, ``headers`` the response's,
+        for `Response.headers`."""
         try:
             values, calls = self._validated(texts, reasons, usage, reasoning, refusal, tool_calls)
         except errors.ValidationError as exc:
@@ -997,6 +1012,7 @@ class Call(msgspec.Struct, Attempts):
             self.retries,
             self.reasks,
             self.plan.compact,
+            headers,
             calls,
         )
 

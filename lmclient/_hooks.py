@@ -5,7 +5,8 @@ A client with neither hooks nor spans pays one look-up per call (`Observer.key`)
 else here runs only for an observed call. The shells say *when* (`Watch.sending`,
 `Watch.received`, ...); this module decides *what* each event carries, so both shells report
 alike. Events carry no prompt, answer or key: the request body and the answers' texts only with
-``hook_content=True``, and the key never (it is in the headers, which no event carries).
+``hook_content=True``, and the key never (it is in the request's headers, which no event
+carries; `ResponseHead` carries the response's).
 
 A hook that raises does not fail the call: observability must not change a call's outcome (a
 metrics backend that is down must not take the service down with it). The failure is logged
@@ -27,6 +28,7 @@ import msgspec
 
 from . import errors
 from ._log import log
+from ._headers import Headers
 from ._protocol import Usage
 from .errors import ConfigurationError
 
@@ -76,13 +78,20 @@ class RequestSent(_CallEvent, frozen=True, kw_only=True):
 
 
 class ResponseHead(_CallEvent, frozen=True, kw_only=True):
-    """A response arrived: its status, the seconds since its request was sent, and the
-    server's ``x-request-id`` header if any. A stream reports it once its head is read; other
-    calls once the whole response is (lmclient's transport reads it in one go)."""
+    """A response arrived: its status, the seconds since its request was sent, the server's
+    ``x-request-id`` header if any, and ``headers``, all of them (case-insensitive, read-only:
+    rate limits, what a gateway adds). A stream reports it once its head is read; other calls
+    once the whole response is (lmclient's transport reads it in one go)."""
 
     status: int
     elapsed: float
     request_id: str | None = None
+    # the transport's dict (lower-case names), wrapped by `headers` when a hook reads them
+    _headers: Mapping[str, str] | None = msgspec.field(default=None, name="headers")
+
+    @property
+    def headers(self) -> Headers:
+        return Headers.of(self._headers)
 
 
 class Retrying(_CallEvent, frozen=True, kw_only=True):
@@ -303,6 +312,7 @@ class Watch:
                 status=status,
                 elapsed=time.monotonic() - self._sent,
                 request_id=headers.get("x-request-id"),
+                _headers=headers,
             )
         )
 
@@ -438,5 +448,5 @@ _TRACE_PARAMS = frozenset({"traceparent", "tracestate"})
 
 def _status(exc: BaseException) -> int | None:
     """The HTTP status of an error response, if ``exc`` is one."""
-    status = getattr(exc, "status_code", None) if isinstance(exc, errors.APIError) else None
+    status = getattr(exc, "status_code", None) if isinstance(exc, errors.APIStatusError) else None
     return status if isinstance(status, int) else None

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from ._headers import Headers
 from ._protocol import LlamaCppTimings, Measured, TokenLogprob, Usage, VllmMetrics
 from ._tools import ToolCall
 
@@ -49,12 +51,20 @@ class Response(msgspec.Struct, Generic[T], frozen=True):
     retries: int = 0
     reasks: int = 0
     compact: bool = False
+    # the response's headers as the transport read them (lower-case names): `headers` wraps them
+    _headers: Mapping[str, str] | None = msgspec.field(default=None, name="headers")
     # the first choice's, validated (`tools=`); a tuple, so that no call pays for a new list
     tool_calls: tuple[ToolCall[Any], ...] = ()
 
     @property
     def value(self) -> T:
         return self.values[0]
+
+    @property
+    def headers(self) -> Headers:
+        """The response's headers (a stream's: its head's), names case-insensitive, read-only:
+        rate limits, request ids, what a gateway adds. Wrapped when asked (no copy)."""
+        return Headers.of(self._headers)
 
     @property
     def text(self) -> str:

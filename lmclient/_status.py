@@ -20,7 +20,7 @@ from ._types import DECODE_ERRORS
 
 __all__ = ["ErrorInfo", "api_error", "error_info", "retry_after"]
 
-_STATUS_ERRORS: dict[int, type[errors.APIError]] = {
+_STATUS_ERRORS: dict[int, type[errors.APIStatusError]] = {
     400: errors.BadRequestError,
     422: errors.BadRequestError,
     401: errors.AuthenticationError,
@@ -31,8 +31,9 @@ _STATUS_ERRORS: dict[int, type[errors.APIError]] = {
 }
 
 
-def api_error(status: int, headers: Mapping[str, str], body: bytes) -> errors.APIError:
-    """The typed error for an error response, from any server's envelope."""
+def api_error(status: int, headers: Mapping[str, str], body: bytes) -> errors.APIStatusError:
+    """The typed error for an error response, from any server's envelope; ``headers`` has
+    lower-case names (a transport's), kept for `APIStatusError.headers`."""
     try:
         decoded: Any = msgspec.json.decode(body)
     except DECODE_ERRORS:
@@ -44,7 +45,9 @@ def api_error(status: int, headers: Mapping[str, str], body: bytes) -> errors.AP
         text = decoded.strip() if isinstance(decoded, str) else ""
         message = text[:500] or f"HTTP {status}"
         kind = code = param = None
-    cls = _STATUS_ERRORS.get(status) or (errors.ServerError if status >= 500 else errors.APIError)
+    cls = _STATUS_ERRORS.get(status) or (
+        errors.ServerError if status >= 500 else errors.APIStatusError
+    )
     fields: dict[str, Any] = {}
     if cls is errors.BadRequestError:
         numbers = context_numbers(message, kind, code, decoded)
@@ -62,6 +65,7 @@ def api_error(status: int, headers: Mapping[str, str], body: bytes) -> errors.AP
         request_id=headers.get("x-request-id"),
         retry_after=retry_after(headers),
         should_retry={"true": True, "false": False}.get(headers.get("x-should-retry", "")),
+        headers=headers,
         **fields,
     )
 

@@ -14,6 +14,7 @@ import msgspec
 
 from . import errors
 from ._core import name_request
+from ._headers import Headers
 from ._protocol import LlamaCppTimings, Usage, VllmMetrics
 from ._response import Response
 from ._sse import ArrayItems
@@ -136,6 +137,13 @@ class _StreamBase(Generic[T]):
         return 0 if self._state is None else self._state.events
 
     @property
+    def headers(self) -> Headers:
+        """The response's headers (case-insensitive, read-only) once the stream is open: rate
+        limits and request ids before the first token; empty before. The final `Response`
+        has the same."""
+        return Headers.of(None if self._state is None else self._state.headers)
+
+    @property
     def _done(self) -> bool:
         return self._state is not None and self._state.done
 
@@ -200,6 +208,7 @@ class Stream(_StreamBase[T]):
             if self._closed:
                 raise errors.LMClientError("the stream is closed")
             self._state, self._response = self._opener()
+            self._state.headers = self._response.headers
             self._chunks = self._response.chunks
         return self._state
 
@@ -370,6 +379,7 @@ class AsyncStream(_StreamBase[T]):
             if self._closed:
                 raise errors.LMClientError("the stream is closed")
             self._state, self._response = await self._opener()
+            self._state.headers = self._response.headers
             self._chunks = self._response.chunks
         return self._state, self._chunks
 

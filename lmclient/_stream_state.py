@@ -6,6 +6,7 @@ shells behave alike.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
@@ -56,6 +57,7 @@ class StreamState:
         "done",
         "events",
         "finish_reason",
+        "headers",
         "id",
         "model",
         "usage",
@@ -83,6 +85,8 @@ class StreamState:
         self.id: str | None = None
         self.model: str | None = None
         self.watch: Watch | None = None  # an observed call's (`_hooks`): told how it ends
+        # the response's headers (lower-case names), set by the stream once it is open
+        self.headers: Mapping[str, str] | None = None
 
     @property
     def text(self) -> str:
@@ -161,6 +165,7 @@ class StreamState:
             reasoning="".join(self._reasoning) or None,
             refusal="".join(self._refusal) or None,
             tool_calls=self._tool_calls(),
+            headers=self.headers,
         )
 
     def _tool_call_deltas(self, deltas: list[WireToolCall]) -> None:
@@ -212,13 +217,13 @@ class StreamState:
             self.done = True
             return
         if event.event == "error":
-            raise _event_error(data)
+            raise _event_error(data, self.headers)
         try:
             chunk = self._chunks.decode(data)
         except DECODE_ERRORS as exc:
             raise errors.ProtocolError(f"bad stream event ({exc})", body=data) from None
         if chunk.error is not None:
-            raise _event_error(data)
+            raise _event_error(data, self.headers)
         self._data.append(data)
         if chunk.usage is not None:
             self.usage = chunk.usage
@@ -252,8 +257,9 @@ def _wire_call(index: int, head: list[str | None], pieces: list[str]) -> WireToo
     return WireToolCall(head[0], "function", WireFunction(head[1], "".join(pieces)), index)
 
 
-def _event_error(data: bytes) -> errors.APIError:
-    """An error event inside a 200 stream, typed by the status code it carries (else 5xx)."""
+def _event_error(data: bytes, headers: Mapping[str, str] | None) -> errors.APIStatusError:
+    """An error event inside a 200 stream, typed by the status code it carries (else 5xx);
+    its headers are the stream's."""
     status = 500
     try:
         decoded = msgspec.json.decode(data)
@@ -265,4 +271,4 @@ def _event_error(data: bytes) -> errors.APIError:
         status = code
     if isinstance(decoded, dict) and not isinstance(decoded.get("error"), (dict, str)):
         data = msgspec.json.encode({"error": decoded})  # legacy `error:` field: the object itself
-    return api_error(status, {}, data)
+    return api_error(status, headers or {}, data)

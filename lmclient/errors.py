@@ -2,34 +2,46 @@
 The exception hierarchy. Every failure a caller can see is one of these:
 
 * LMClientError
-  x APIError                     the server answered with an error status (or an error event)
-    + BadRequestError            400, 422
-      + ContextLengthError       the prompt (with max_tokens) does not fit the model's context
-    + AuthenticationError        401
-    + PermissionDeniedError      403
-    + NotFoundError              404 (unknown model or route)
-    + RateLimitError             429
-    + ServerError                5xx, TGI 424, SGLang "abort", error events in a 200 stream
-  x APIConnectionError           cannot reach the server, or the connection broke
-    + APITimeoutError            a timeout or the call's deadline
+  x APIError                     any failure of the API: `except APIError` catches all of these
+    + APIStatusError             the server answered with an error status (or an error event)
+      + BadRequestError          400, 422
+        + ContextLengthError     the prompt (with max_tokens) does not fit the model's context
+      + AuthenticationError      401
+      + PermissionDeniedError    403
+      + NotFoundError            404 (unknown model or route)
+      + RateLimitError           429
+      + ServerError              5xx, TGI 424, SGLang "abort", error events in a 200 stream
+    + APIConnectionError         cannot reach the server, or the connection broke
+      + APITimeoutError          a timeout or the call's deadline
+    + ProtocolError              the server's bytes are not the protocol (bad JSON/SSE, too big)
   x ValidationError              the output does not match the output type
     + TruncatedError             finish_reason == "length"
     + RefusalError               message.refusal or finish_reason == "content_filter"
   x UnsupportedConstraintError   the dialect cannot express the constraint (raised before sending)
   x ConfigurationError           the client cannot be made as asked: URL, header, API key, limit
-  x ProtocolError                the server's bytes are not the protocol (bad JSON/SSE, too big)
   x ClientClosedError            a call on a closed client (also a RuntimeError, as httpx's)
+
+The API part is the openai SDK's tree (`APIError` at the root of every failure of the API, a
+status error, a connection error and a timeout under it), so that code written against that SDK
+catches the same failures here; `ProtocolError` stands where the SDK's
+`APIResponseValidationError` does. A model's answer that does not match the output type is not
+an API failure but the model's (`ValidationError`), as in the SDK's `LengthFinishReasonError`.
 
 Messages never contain the API key: lmclient never puts request headers into an exception.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._headers import Headers
 
 __all__ = [
     "APIConnectionError",
     "APIError",
+    "APIStatusError",
     "APITimeoutError",
     "AuthenticationError",
     "BadRequestError",
@@ -62,7 +74,22 @@ class LMClientError(Exception):
 
 
 class APIError(LMClientError):
-    """The server answered with an error; carries its status and the decoded envelope."""
+    """Any failure of the API: an error status, no answer (`APIConnectionError`), or bytes that
+    are not the protocol (`ProtocolError`). ``message`` is what went wrong, ``body`` what the
+    server sent, where that helps (the decoded error envelope, the bytes that were not JSON)."""
+
+    message: str
+    body: Any
+
+    def __init__(self, message: str, *, body: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.body = body
+
+
+class APIStatusError(APIError):
+    """The server answered with an error status; carries it, the decoded envelope, and the
+    response's headers (``headers``: case-insensitive, read-only)."""
 
     def __init__(
         self,
@@ -76,20 +103,30 @@ class APIError(LMClientError):
         request_id: str | None = None,
         retry_after: float | None = None,
         should_retry: bool | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
-        super().__init__(f"{status_code}: {message}" if status_code else message)
-        self.message = message
+        super().__init__(message, body=body)
+        if status_code:
+            self.args = (f"{status_code}: {message}",)
         self.status_code = status_code
         self.type = type
         self.code = code
         self.param = param
-        self.body = body
         self.request_id = request_id
         self.retry_after = retry_after  # seconds the server asked to wait (Retry-After headers)
         self.should_retry = should_retry  # the server's `x-should-retry`, when it sent one
+        self._headers = headers
+
+    @property
+    def headers(self) -> Headers:
+        """The error response's headers (rate limits, request id), names case-insensitive;
+        empty for an error event inside a 200 stream."""
+        from ._headers import Headers
+
+        return Headers(self._headers)  # (names lower-cased: this error may be a user's own)
 
 
-class BadRequestError(APIError):
+class BadRequestError(APIStatusError):
     """400 or 422: the server rejected the request (schema, grammar, context length...)."""
 
 
@@ -115,27 +152,27 @@ class ContextLengthError(BadRequestError):
         self.requested_tokens = requested_tokens
 
 
-class AuthenticationError(APIError):
+class AuthenticationError(APIStatusError):
     """401: missing or wrong API key."""
 
 
-class PermissionDeniedError(APIError):
+class PermissionDeniedError(APIStatusError):
     """403."""
 
 
-class NotFoundError(APIError):
+class NotFoundError(APIStatusError):
     """404: unknown model or route."""
 
 
-class RateLimitError(APIError):
+class RateLimitError(APIStatusError):
     """429: too many requests; ``retry_after`` is the delay the server asked for, if any."""
 
 
-class ServerError(APIError):
+class ServerError(APIStatusError):
     """5xx, TGI's 424, SGLang's ``abort`` finish, or an error event inside a 200 stream."""
 
 
-class APIConnectionError(LMClientError):
+class APIConnectionError(APIError):
     """The server could not be reached, or the connection broke mid-response."""
 
 
@@ -204,12 +241,18 @@ class ConfigurationError(LMClientError, ValueError):
     lmclient sets itself); raised when the client is made, before any request."""
 
 
-class ProtocolError(LMClientError):
-    """The server's bytes are not the protocol; ``body`` holds what was received (or its start)."""
+class ProtocolError(APIError):
+    """The server's bytes are not the protocol; ``body`` holds what was received (or its start).
+    An `APIError`, as the openai SDK's `APIResponseValidationError` is: a server (or a proxy in
+    front of it) that answers garbage is a failure of the API, which `except APIError` catches.
+    Not retried: the same request would get the same bytes."""
+
+    body: bytes | str
 
     def __init__(self, message: str, *, body: bytes | str = b"") -> None:
-        super().__init__(f"{message}; received {_preview(body)}" if body else message)
-        self.body = body
+        super().__init__(message, body=body)
+        if body:
+            self.args = (f"{message}; received {_preview(body)}",)
 
 
 class ClientClosedError(LMClientError, RuntimeError):

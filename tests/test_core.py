@@ -161,7 +161,7 @@ def test_openai_envelope_fields() -> None:
             errors.ServerError,
             "chat not supported",
         ),
-        (418, {"unexpected": True}, errors.APIError, "HTTP 418"),
+        (418, {"unexpected": True}, errors.APIStatusError, "HTTP 418"),
     ],
 )
 def test_every_server_envelope(status: int, body: Any, cls: type, message: str) -> None:
@@ -349,7 +349,7 @@ def test_the_listing_names_the_probes_worth_asking(owners: list[Any], asked: lis
 # -- retry decisions ----------------------------------------------------------------------
 
 
-def _api(status: int, headers: dict[str, str] | None = None) -> errors.APIError:
+def _api(status: int, headers: dict[str, str] | None = None) -> errors.APIStatusError:
     return _status.api_error(status, headers or {}, b"{}")
 
 
@@ -359,7 +359,7 @@ def test_retryable_statuses_back_off_exponentially(status: int) -> None:
     delays = [c.backoff(_api(status)) for _ in range(3)]
     for n, delay in enumerate(delays):
         assert 0.75 * 0.5 * 2**n <= delay <= 0.5 * 2**n
-    with pytest.raises(errors.APIError):
+    with pytest.raises(errors.APIStatusError):
         c.backoff(_api(status))  # retries exhausted: the error itself
     assert c.retries == 3
 
@@ -367,7 +367,7 @@ def test_retryable_statuses_back_off_exponentially(status: int) -> None:
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 422, 501])
 def test_client_errors_are_not_retried(status: int) -> None:
     exc = _api(status)
-    with pytest.raises(errors.APIError) as info:
+    with pytest.raises(errors.APIStatusError) as info:
         call().backoff(exc)
     assert info.value is exc
 

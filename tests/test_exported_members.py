@@ -17,7 +17,11 @@ import lmclient
 import lmclient.testing
 
 # What the clients import only for type checkers, so that their hints resolve here.
-TYPE_CHECKING_ONLY = {"Self": typing_extensions.Self, "Unpack": typing_extensions.Unpack}
+TYPE_CHECKING_ONLY = {
+    "Self": typing_extensions.Self,
+    "TypeForm": typing_extensions.TypeForm,
+    "Unpack": typing_extensions.Unpack,
+}
 
 
 def public_names(package: types.ModuleType) -> list[str]:

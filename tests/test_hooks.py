@@ -217,7 +217,7 @@ def test_a_stream_error_event_reports_the_failure() -> None:
         fake.serve() as url,
         client(url, events) as c,
         c.stream(PROMPT) as stream,
-        pytest.raises(lmclient.APIError),
+        pytest.raises(lmclient.APIStatusError),
     ):
         for _ in stream:
             pass

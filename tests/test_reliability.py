@@ -261,7 +261,7 @@ def test_redirects_are_not_followed() -> None:
     with (
         fake.serve() as url,
         lmclient.Client(url, api_key="sk-key") as client,
-        pytest.raises(lmclient.APIError) as info,
+        pytest.raises(lmclient.APIStatusError) as info,
     ):
         client.generate("Q")
     assert info.value.status_code == 307

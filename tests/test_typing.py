@@ -1,5 +1,6 @@
-"""Static typing is part of the API: mypy --strict must accept tests/typing/usage.py as it is
-(every ``assert_type`` exact, every misspelt parameter an error the file expects)."""
+"""Static typing is part of the API: mypy --strict and pyright strict must accept
+tests/typing/usage.py as it is (every ``assert_type`` exact, every misspelt parameter and every
+value that is not a type an error the file expects)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,19 @@ def test_usage_type_checks() -> None:
             "--no-incremental",
             "tests/typing/usage.py",
         ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.slow  # a Node.js process: ~10 s
+def test_usage_type_checks_under_pyright_strict() -> None:
+    """The same file under pyright strict (basedpyright, which bundles Node.js; its settings in
+    pyproject.toml: every ``pyright: ignore`` must be needed)."""
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("basedpyright"))],
         cwd=ROOT,
         capture_output=True,
         text=True,

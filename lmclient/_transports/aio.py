@@ -30,6 +30,7 @@ from lmclient._transports.common import (
     araw_chunks,
     check_uds,
     closed_error,
+    header_dict,
     httpx_error,
     httpx_request,
     io_error,
@@ -581,7 +582,7 @@ class AsyncTransport:
             raise httpx_error(exc) from exc
         except BadResponse as exc:
             raise io_error(exc, "reading the response") from exc
-        return RawResponse(response.status_code, response.headers, b"".join(chunks))
+        return RawResponse(response.status_code, header_dict(response), b"".join(chunks))
 
     async def _httpx_stream(
         self,
@@ -610,7 +611,7 @@ class AsyncTransport:
                 raise io_error(exc, "reading the response") from exc
 
         return AsyncStreamResponse(
-            response.status_code, response.headers, chunks(), response.aclose
+            response.status_code, header_dict(response), chunks(), response.aclose
         )
 
 

@@ -455,6 +455,13 @@ def httpx_request(
     )
 
 
+def header_dict(response: httpx.Response) -> dict[str, str]:
+    """An httpx response's headers as lmclient's own transport gives them: a dict of lower-case
+    names, a repeated header's values joined by ", " (httpx's ``items()``), which nothing else
+    holds a reference to (`Response.headers` wraps it)."""
+    return dict(response.headers.items())
+
+
 def httpx_error(exc: httpx.HTTPError) -> errors.APIConnectionError:
     """lmclient's error for an httpx failure (under a respx mock or with a user's client)."""
     if isinstance(exc, httpx.TimeoutException):

@@ -29,6 +29,7 @@ from lmclient._transports.common import (
     Targets,
     check_uds,
     closed_error,
+    header_dict,
     httpx_error,
     httpx_request,
     io_error,
@@ -453,7 +454,7 @@ class SyncTransport:
             raise httpx_error(exc) from exc
         except BadResponse as exc:
             raise io_error(exc, "reading the response") from exc
-        return RawResponse(response.status_code, response.headers, b"".join(chunks))
+        return RawResponse(response.status_code, header_dict(response), b"".join(chunks))
 
     def _httpx_stream(
         self,
@@ -481,7 +482,7 @@ class SyncTransport:
             except BadResponse as exc:
                 raise io_error(exc, "reading the response") from exc
 
-        return StreamResponse(response.status_code, response.headers, chunks(), response.close)
+        return StreamResponse(response.status_code, header_dict(response), chunks(), response.close)
 
 
 class _ClosedSyncTransport(SyncTransport):

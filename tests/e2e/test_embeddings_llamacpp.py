@@ -71,7 +71,7 @@ def test_dimensions_is_refused_before_the_request(
 def test_a_server_without_embeddings_says_so(llama: llamacpp.LlamaServer) -> None:
     with (
         lmclient.Client(llama.base_url) as client,
-        pytest.raises(lmclient.APIError, match="--embeddings") as caught,
+        pytest.raises(lmclient.APIStatusError, match="--embeddings") as caught,
     ):
         client.embed(["a"])
     assert caught.value.status_code == 501

@@ -1,8 +1,11 @@
-"""Checked by mypy --strict in tests/test_typing.py: what users write must type-check exactly."""
+"""Checked by mypy --strict and pyright strict (basedpyright) in `make lint` and
+tests/test_typing.py: what users write must type-check exactly. An expected error carries both
+checkers' comments (mypy's ``type: ignore``, pyright's ``pyright: ignore``), and both report an
+ignore that nothing needs, so every expected error is really raised by each."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Optional, Union
 
 import msgspec
 from typing_extensions import assert_type
@@ -20,10 +23,10 @@ async def usage(client: lmclient.Client, aclient: lmclient.AsyncClient) -> None:
     assert_type(client.generate("Hi"), str)
     assert_type(client.complete("2 + 2 =", int), int)
     assert_type(client.generate("x", lmclient.Regex("a+")), str)
-    assert_type(client.generate("x", Literal["yes", "no"]), Any)
+    assert_type(client.generate("x", Literal["yes", "no"]), Literal["yes", "no"])
     assert_type(client.create("x", Person, n=2), lmclient.Response[Person])
     assert_type(client.create("x", Person).values, list[Person])
-    assert_type(client.stream("x", list[Person]), lmclient._stream.Stream[list[Person]])
+    assert_type(client.stream("x", list[Person]), lmclient.Stream[list[Person]])
     assert_type(await aclient.generate("x", Person), Person)
     assert_type(await aclient.create("x", float, endpoint="completions"), lmclient.Response[float])
     with client.stream("x", list[Person]) as st:
@@ -31,11 +34,35 @@ async def usage(client: lmclient.Client, aclient: lmclient.AsyncClient) -> None:
     with client.stream("x", tuple[int, ...]) as numbers:
         assert_type(list(numbers.items()), list[int])
     async with aclient.stream("x", list[Person]) as s:
-        assert_type(s, lmclient._stream.AsyncStream[list[Person]])
+        assert_type(s, lmclient.AsyncStream[list[Person]])
         assert_type([p async for p in s.items()], list[Person])
-    client.stream("x", Person).items()  # type: ignore[misc]  # not an array: no items
+    client.stream("x", Person).items()  # type: ignore[misc]  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
     assert_type(client.probe().dialect, str)
     assert_type((await aclient.probe()).models, list[str])
     client.generate("x", temperature=0.2, max_tokens=5, extra_body={"top_k": 3})
-    client.generate("x", temprature=0.2)  # type: ignore[call-overload]
-    client.generate("x", n=2)  # type: ignore[call-overload]
+    client.generate("x", temprature=0.2)  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue]
+    client.generate("x", n=2)  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue]
+
+
+async def output_types(client: lmclient.Client, aclient: lmclient.AsyncClient) -> None:
+    """Every type form infers its value's type (PEP 747 ``TypeForm``); markers give ``str``, a
+    ``JsonSchema`` ``Any``; a value that is not a type is an error."""
+    assert_type(client.generate("x", Optional[int]), Optional[int])
+    assert_type(client.generate("x", int | None), Optional[int])
+    assert_type(client.generate("x", Union[int, str]), Union[int, str])
+    assert_type(client.generate("x", Annotated[int, msgspec.Meta(ge=0)]), int)
+    assert_type(client.generate("x", list[Literal["a", "b"]]), list[Literal["a", "b"]])
+    assert_type(client.generate("x", Any), Any)
+    assert_type(client.complete("x", Literal[1, 2]), Literal[1, 2])
+    assert_type(client.create("x", Optional[Person]).value, Optional[Person])
+    assert_type(await aclient.generate("x", Literal["yes", "no"]), Literal["yes", "no"])
+    assert_type(await aclient.generate("x", Optional[Person]), Optional[Person])
+    assert_type(await aclient.create("x", Union[int, str]), lmclient.Response[Union[int, str]])
+    assert_type(client.stream("x", Literal["a"]), lmclient.Stream[Literal["a"]])
+    assert_type(client.generate("x", lmclient.Choice(["a", "b"])), str)
+    assert_type(client.generate("x", lmclient.JsonSchema({"type": "integer"})), Any)
+    client.generate("x", 42)  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue, reportArgumentType]
+    client.complete("x", 1.5)  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue, reportArgumentType]
+    client.create("x", [int])  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue, reportArgumentType]
+    await aclient.generate("x", 42)  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue, reportArgumentType]
+    aclient.stream("x", 3.5)  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue, reportArgumentType]
