@@ -854,6 +854,8 @@ class _Compiler:
             if key in schema:
                 bound = _float_bound(schema[key], key.startswith("exclusive"), False)
                 high = bound if high is None else min(high, bound)
+        if "multipleOf" in schema:  # see the module docstring: no server states it either
+            raise _Fallback("multipleOf on a number")
         if low is None and high is None:
             return self.shared("number", lambda: _alt(self.integer({}), _float_forms()))
         if low is not None and high is not None and low > high:
