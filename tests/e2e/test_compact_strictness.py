@@ -34,6 +34,7 @@ from lmclient._gbnf import compact_grammar
 from lmclient._types import compile_output
 from scripts import vllm
 from tests.gbnf_match import Grammar
+from tests.keyword_table import GRAMMAR, IGNORED, KEYWORDS
 from tests.test_gbnf import CASES
 
 pytestmark = pytest.mark.timeout(600, func_only=True)
@@ -195,3 +196,45 @@ def test_the_compact_grammar_is_never_weaker_than_the_server_s_schema_mode(
     assert judged > 2000, judged
     print(f"judged {judged}; the schema grammar blocked {server_blocks} valid encodings")
     print("schemas xgrammar refuses:", refused)
+
+
+def test_the_keyword_table_s_xgrammar_column_is_what_xgrammar_does(
+    vllm_installed: vllm.Installation,
+) -> None:
+    """docs/output-types.md's table (tests.keyword_table): each keyword's probe through
+    xgrammar's schema mode — it holds the keyword when it takes the allowed string and
+    refuses the forbidden one."""
+    rows = [(row.schema, [row.good, row.bad]) for row in KEYWORDS]
+    done = subprocess.run(
+        [str(vllm_installed.python), "-c", _SCHEMA_ONLY],
+        input=json.dumps(rows),
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = {
+        row.name: GRAMMAR if good and not bad else IGNORED if good else "refuses the good"
+        for row, (good, bad) in zip(KEYWORDS, json.loads(done.stdout), strict=True)
+    }
+    assert found == {row.name: row.xgrammar for row in KEYWORDS}
+
+
+_SCHEMA_ONLY = """
+import json, sys
+import xgrammar as xgr
+compiler = xgr.GrammarCompiler(xgr.TokenizerInfo([]), cache_enabled=False)
+out = []
+for schema, strings in json.load(sys.stdin):
+    grammar = xgr.Grammar.from_json_schema(
+        json.dumps(schema), any_whitespace=False, separators=(",", ":")
+    )
+    compiled = compiler.compile_grammar(grammar)
+    row = []
+    for s in strings:
+        matcher = xgr.GrammarMatcher(compiled, terminate_without_stop_token=True)
+        row.append(matcher.accept_string(s) and matcher.is_terminated())
+    out.append(row)
+json.dump(out, sys.stdout)
+"""
