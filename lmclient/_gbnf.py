@@ -41,10 +41,22 @@ except the constraints listed last):
   it), ``contentEncoding: base64`` (padded). Other formats (``duration``, ``email``…) fall back.
 - ``type: integer``: the exact range as a digit grammar (as llama.cpp's
   ``_generate_min_max_int``); msgspec reads integers of any size, but the grammar offers at most
-  int64/uint64 (``-2**63 .. 2**64-1``), so that an integer is bounded in length.
+  int64/uint64 (``-2**63 .. 2**64-1``), so that an integer is bounded in length. ``multipleOf``
+  (as xgrammar's schema mode holds it): the multiples in range written out when there are at
+  most 64, else the same digit-range construction run in step with the remainder modulo the
+  step (a finite automaton, one rule per length and remainder) for steps up to 16; a larger
+  step over a wider range, or a fractional one, falls back.
 - ``type: number``: an integer as above, or a float in the forms msgspec writes (shortest
   round-trip: ``1.5``, ``0.00001``, ``1e16``, ``2.5e-10``) with at most 17 significant digits and
   a decimal exponent up to 307 (``1e308``+ can overflow a double, which msgspec rejects).
+  ``minimum``/``maximum`` and the exclusive forms (as xgrammar's schema mode holds them): each
+  bound becomes the first double on its allowed side (``exclusiveMinimum: 0`` is ``5e-324``), and
+  the grammar offers exactly the decimals from one to the other, per length of the integer part
+  and per exponent, by the digit-range construction over a fraction of varying length. A decimal
+  rounds to a double monotonically, so every sentence reads, as a double, within the bounds
+  msgspec compares with, and msgspec's encoding of every double within them is a sentence
+  (``-0.0`` too, when 0 is in range). ``multipleOf`` on a number falls back: no grammar of
+  decimals states a float remainder, and msgspec's check is one of doubles.
 - ``boolean``, ``null``, and ``{}``/``true`` (any compact JSON value, recursive).
 
 Everything else falls back (`compact_grammar` returns ``None`` and logs why at DEBUG).
@@ -62,8 +74,11 @@ take 12 (a surrogate-pair escape), so a ``maxLength`` string's ``longest`` is lo
 What a context-free grammar here does not state, and client-side validation still enforces:
 ``uniqueItems`` (sets), duplicate object keys (and the ``minProperties`` they undercut), what a
 schema leaves unsaid (keys of ``dict[int, …]``; msgspec gives a ``tz=False`` datetime no
-format), bounds and ``multipleOf`` on floats, ``multipleOf`` on integers, the exclusivity of
-``oneOf``, and the nesting depth msgspec follows.
+format), the exclusivity of ``oneOf``, and the nesting depth msgspec follows. Neither xgrammar's
+schema mode (vLLM, SGLang) nor llama.cpp's ``json-schema-to-grammar`` holds any of them either:
+every keyword a server's schema mode holds, the compact grammar holds or falls back for, so the
+grammar is never weaker than the schema it replaces (docs/output-types.md has the table, and
+tests/e2e/test_compact_strictness.py compares the two on xgrammar).
 """
 
 from __future__ import annotations

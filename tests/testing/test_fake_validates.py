@@ -67,6 +67,7 @@ def _answers(tp: Any, mode: str) -> list[str]:
     return [msgspec.json.encode(schema_instance(schema, seed=s)).decode() for s in range(_ANSWERS)]
 
 
+@pytest.mark.slow  # 2,000 answers a case: ~3 s on 2 cores
 @pytest.mark.parametrize("mode", ["compact", "server"])
 @pytest.mark.parametrize("tp", TYPES, ids=lambda tp: getattr(tp, "__name__", repr(tp))[:40])
 def test_every_generated_answer_validates(tp: Any, mode: str) -> None:
@@ -83,6 +84,7 @@ def test_every_generated_answer_validates(tp: Any, mode: str) -> None:
     assert not from_grammar or len(set(answers)) > 100  # the grammar's answers explore the range
 
 
+@pytest.mark.slow  # 1,000 calls: ~15 s on 2 cores
 def test_a_user_test_of_a_bounded_float_passes_a_thousand_times_in_a_row() -> None:
     """The issue's user: a struct with a bounded float, nothing scripted, each run its seed."""
     with lmclient.Client("http://fake/v1", model="m", dialect="llamacpp") as client:
