@@ -74,10 +74,11 @@ take 12 (a surrogate-pair escape), so a ``maxLength`` string's ``longest`` is lo
 What a context-free grammar here does not state, and client-side validation still enforces:
 ``uniqueItems`` (sets), duplicate object keys (and the ``minProperties`` they undercut), what a
 schema leaves unsaid (msgspec gives a ``tz=False`` datetime no format; lmclient gives the keys
-of a ``dict[int, …]`` a ``propertyNames`` pattern), the exclusivity of ``oneOf``, and the nesting depth msgspec follows. Neither xgrammar's
-schema mode (vLLM, SGLang) nor llama.cpp's ``json-schema-to-grammar`` holds any of them either:
-every keyword a server's schema mode holds, the compact grammar holds or falls back for, so the
-grammar is never weaker than the schema it replaces (docs/output-types.md has the table, and
+of a ``dict[int, …]`` a ``propertyNames`` pattern), the exclusivity of ``oneOf``, and the
+nesting depth msgspec follows. Neither xgrammar's schema mode (vLLM, SGLang) nor llama.cpp's
+``json-schema-to-grammar`` holds any of them either: every keyword a server's schema mode
+holds, the compact grammar holds or falls back for, so the grammar is never weaker than the
+schema it replaces (docs/output-types.md has the table, and
 tests/e2e/test_compact_strictness.py compares the two on xgrammar).
 """
 
