@@ -173,6 +173,9 @@ CASES: dict[str, Case] = {
         ],
         st.dictionaries(st.text(min_size=1, max_size=3), _INT, max_size=2),
     ),
+    "dict-int-keys": Case(  # lmclient gives the keys a propertyNames pattern
+        dict[int, bool], st.dictionaries(_INT, st.booleans(), max_size=3)
+    ),
     "dict-literal-keys": Case(
         dict[Literal["a", "b\n"], bool],
         st.dictionaries(st.sampled_from(["a", "b\n"]), st.booleans()),
