@@ -41,10 +41,22 @@ except the constraints listed last):
   it), ``contentEncoding: base64`` (padded). Other formats (``duration``, ``email``…) fall back.
 - ``type: integer``: the exact range as a digit grammar (as llama.cpp's
   ``_generate_min_max_int``); msgspec reads integers of any size, but the grammar offers at most
-  int64/uint64 (``-2**63 .. 2**64-1``), so that an integer is bounded in length.
+  int64/uint64 (``-2**63 .. 2**64-1``), so that an integer is bounded in length. ``multipleOf``
+  (as xgrammar's schema mode holds it): the multiples in range written out when there are at
+  most 64, else the same digit-range construction run in step with the remainder modulo the
+  step (a finite automaton, one rule per length and remainder) for steps up to 16; a larger
+  step over a wider range, or a fractional one, falls back.
 - ``type: number``: an integer as above, or a float in the forms msgspec writes (shortest
   round-trip: ``1.5``, ``0.00001``, ``1e16``, ``2.5e-10``) with at most 17 significant digits and
   a decimal exponent up to 307 (``1e308``+ can overflow a double, which msgspec rejects).
+  ``minimum``/``maximum`` and the exclusive forms (as xgrammar's schema mode holds them): each
+  bound becomes the first double on its allowed side (``exclusiveMinimum: 0`` is ``5e-324``), and
+  the grammar offers exactly the decimals from one to the other, per length of the integer part
+  and per exponent, by the digit-range construction over a fraction of varying length. A decimal
+  rounds to a double monotonically, so every sentence reads, as a double, within the bounds
+  msgspec compares with, and msgspec's encoding of every double within them is a sentence
+  (``-0.0`` too, when 0 is in range). ``multipleOf`` on a number falls back: no grammar of
+  decimals states a float remainder, and msgspec's check is one of doubles.
 - ``boolean``, ``null``, and ``{}``/``true`` (any compact JSON value, recursive).
 
 Everything else falls back (`compact_grammar` returns ``None`` and logs why at DEBUG).
@@ -61,14 +73,19 @@ take 12 (a surrogate-pair escape), so a ``maxLength`` string's ``longest`` is lo
 
 What a context-free grammar here does not state, and client-side validation still enforces:
 ``uniqueItems`` (sets), duplicate object keys (and the ``minProperties`` they undercut), what a
-schema leaves unsaid (keys of ``dict[int, …]``; msgspec gives a ``tz=False`` datetime no
-format), bounds and ``multipleOf`` on floats, ``multipleOf`` on integers, the exclusivity of
-``oneOf``, and the nesting depth msgspec follows.
+schema leaves unsaid (msgspec gives a ``tz=False`` datetime no format; lmclient gives the keys
+of a ``dict[int, …]`` a ``propertyNames`` pattern), the exclusivity of ``oneOf``, and the
+nesting depth msgspec follows. Neither xgrammar's schema mode (vLLM, SGLang) nor llama.cpp's
+``json-schema-to-grammar`` holds any of them either: every keyword a server's schema mode
+holds, the compact grammar holds or falls back for, so the grammar is never weaker than the
+schema it replaces (docs/output-types.md has the table, and
+tests/e2e/test_compact_strictness.py compares the two on xgrammar).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import functools
 import math
 import re
@@ -323,6 +340,80 @@ def _int_range(low: int, high: int) -> _Node:
     return _alt(*parts)
 
 
+_MAX_MULTIPLES = 64  # multiples in range written out one by one; beyond, a residue automaton
+_MAX_MODULUS = 16  # residue automata up to this modulus (its rules grow with it); beyond, fall back
+
+
+def _multiples(low: int, high: int, step: int, named: Callable[[_Node], _Ref]) -> _Node:
+    """The multiples of ``step`` from ``low`` to ``high``: each written out when few, else the
+    digit-range construction of `_int_range` run in step with the remainder modulo ``step``
+    (a finite automaton over the digits: a regular language, one rule per length and
+    remainder)."""
+    first, last = -(-low // step) * step, high // step * step
+    if first > last:
+        raise _Fallback("no multiple of multipleOf within the bounds")
+    if (last - first) // step < _MAX_MULTIPLES:
+        return _alt(*(_Lit(str(n)) for n in range(first, last + 1, step)))
+    if step > _MAX_MODULUS:
+        raise _Fallback(f"multipleOf {step} over a wide range")
+
+    @functools.cache
+    def free(n: int, need: int) -> _Node | None:
+        """``n`` digits (leading zeros allowed) whose value is ``need`` modulo ``step``."""
+        if n == 0:
+            return _EMPTY if need == 0 else None
+        return lead(0, 9, n, need)
+
+    def lead(first: int, last: int, n: int, need: int) -> _Node | None:
+        """A digit from ``first`` to ``last``, then ``n - 1`` free digits: ``need`` in all."""
+        by_rest: dict[int, list[int]] = {}
+        for d in range(first, last + 1):
+            by_rest.setdefault((need - d * 10 ** (n - 1)) % step, []).append(d)
+        parts = []
+        for rest, digits in by_rest.items():
+            tail = free(n - 1, rest)
+            if tail is not None:
+                cls = _cls((d + 48, d + 48) for d in digits)
+                head = _Lit(chr(digits[0] + 48)) if len(digits) == 1 else cls
+                parts.append(_seq(head, named(tail) if n > 2 else tail))
+        return _alt(*parts) if parts else None
+
+    def same_length(lo: str, hi: str, need: int) -> _Node | None:
+        if not lo:
+            return _EMPTY if need == 0 else None
+        n, p = len(lo), 10 ** (len(lo) - 1)
+        if lo[0] == hi[0]:
+            rest = same_length(lo[1:], hi[1:], (need - int(lo[0]) * p) % step)
+            return None if rest is None else _seq(_Lit(lo[0]), rest)
+        parts: list[_Node | None] = []
+        first, last = int(lo[0]), int(hi[0])
+        if lo[1:] != "0" * (n - 1):
+            rest = same_length(lo[1:], "9" * (n - 1), (need - first * p) % step)
+            parts.append(None if rest is None else _seq(_Lit(lo[0]), rest))
+            first += 1
+        if hi[1:] != "9" * (n - 1):
+            rest = same_length("0" * (n - 1), hi[1:], (need - last * p) % step)
+            parts.append(None if rest is None else _seq(_Lit(hi[0]), rest))
+            last -= 1
+        if first <= last:
+            parts.append(lead(first, last, n, need))
+        found = [part for part in parts if part is not None]
+        return _alt(*found) if found else None
+
+    def unsigned(a: int, b: int) -> list[_Node]:
+        found = []
+        for n in range(len(str(a)), len(str(b)) + 1):
+            lo, hi = max(a, 10 ** (n - 1) if n > 1 else 0), min(b, 10**n - 1)
+            part = same_length(str(lo), str(hi), 0) if lo <= hi else None
+            found += [] if part is None else [part]
+        return found
+
+    parts = unsigned(max(low, 0), high) if high >= 0 else []
+    if low < 0:
+        parts += [_seq(_Lit("-"), p) for p in unsigned(max(1, -high), -low)]
+    return _alt(*parts)
+
+
 def _float_forms() -> _Node:
     """Floats as msgspec writes them (shortest round-trip), bounded so none overflows."""
     fixed = _seq(
@@ -336,6 +427,158 @@ def _float_forms() -> _Node:
     )
     scientific = _seq(_NONZERO, _opt(_seq(_Lit("."), _rep(_DIGIT, 1, 16))), _Lit("e"), exponent)
     return _seq(_opt(_Lit("-")), _alt(fixed, scientific))
+
+
+_FIXED_INT_DIGITS, _FIXED_FRACTION, _SCI_FRACTION = 17, 24, 16  # as `_float_forms`
+_EXPONENTS = (-999, 307)  # the decimal exponents `_float_forms` offers (never 0)
+
+
+def _aligned_digits(
+    low: str | None, high: str | None, point: int, fraction: tuple[int, int]
+) -> _Node | None:
+    """Digit strings with ``point`` digits before a ``.`` and ``fraction`` (least, most) after
+    it (no ``.`` when none follow), whose digits, read as one number padded with zeros, lie
+    from ``low`` to ``high`` (digit strings aligned the same way; ``None``: no bound). The
+    digit-range construction of ``_uint_same_length``, over a variable-length fraction."""
+    least, most = fraction
+
+    def free(pos: int) -> _Node:
+        if pos < point:
+            return _seq(_rep(_DIGIT, point - pos, point - pos), free(point))
+        given = pos - point
+        tail = _rep(_DIGIT, max(least - given, 0), most - given)
+        if given:
+            return tail
+        more = _seq(_Lit("."), _rep(_DIGIT, max(least, 1), most))
+        return more if least else _opt(more)
+
+    @functools.cache
+    def walk(pos: int, low: str | None, high: str | None) -> _Node | None:
+        if low is not None and not low.strip("0"):
+            low = None  # what follows is at least zero anyway
+        if low is None and high is None:
+            return free(pos)
+        options: list[_Node] = []
+        if low is None and pos >= point + least:
+            options.append(_EMPTY)  # the rest all zeros: within both bounds
+        if pos < point + most:
+            lead = _Lit(".") if pos == point else _EMPTY
+            first = int(low[0]) if low else 0
+            last = 9 if high is None else int(high[0]) if high else 0
+            digits: list[_Node] = []
+            if low is not None and high is not None and first == last:
+                rest = walk(pos + 1, low[1:], high[1:] if high else "")
+                digits += [] if rest is None else [_seq(_Lit(str(first)), rest)]
+            else:
+                if low is not None:
+                    rest = walk(pos + 1, low[1:], None)
+                    digits += [] if rest is None else [_seq(_Lit(str(first)), rest)]
+                    first += 1
+                if high is not None:
+                    rest = walk(pos + 1, None, high[1:] if high else "")
+                    digits += [] if rest is None else [_seq(_Lit(str(last)), rest)]
+                    last -= 1
+                if first <= last:
+                    span = _Lit(str(first)) if first == last else _span(str(first), str(last))
+                    digits.append(_seq(span, free(pos + 1)))
+            if digits:
+                options.append(_seq(lead, _alt(*digits)))
+        return _alt(*options) if options else None
+
+    return walk(0, low, high)
+
+
+def _digits_of(value: decimal.Decimal, point: int) -> str:
+    """``value`` (``0 <= value < 10**point``) as ``point`` integer digits and its fraction's."""
+    whole, _, fraction = format(value, "f").partition(".")
+    return whole.zfill(point)[-point:] + fraction.rstrip("0")
+
+
+def _float_range(low: decimal.Decimal, high: decimal.Decimal | None) -> _Node | None:
+    """The non-negative floats of `_float_forms` from ``low`` (``>= 0``) to ``high``."""
+    one = decimal.Decimal(1)
+    parts: list[_Node] = []
+    for n in range(1, _FIXED_INT_DIGITS + 1):  # fixed notation, n digits before the point
+        start, stop = (one.scaleb(n - 1) if n > 1 else decimal.Decimal(0)), one.scaleb(n)
+        if low >= stop or (high is not None and high < start):
+            continue
+        lo = None if low <= start and n == 1 else _digits_of(max(low, start), n)
+        hi = None if high is None or high >= stop else _digits_of(high, n)
+        found = _aligned_digits(lo, hi, n, (1, _FIXED_FRACTION))
+        parts += [] if found is None else [found]
+    bottom = _EXPONENTS[0] if low == 0 else max(low.adjusted(), _EXPONENTS[0])
+    top = _EXPONENTS[1] if high is None else min(high.adjusted(), _EXPONENTS[1])
+    top = bottom - 1 if high is not None and high == 0 else top  # 0 has no scientific form
+    whole: list[int] = []  # exponents whose every mantissa is within the bounds
+    for e in sorted({bottom, top}):
+        start, stop = one.scaleb(e), one.scaleb(e + 1)
+        if e == 0 or e > top or e < bottom:
+            continue
+        if low <= start and (high is None or high >= stop):
+            whole.append(e)
+            continue
+        lo = None if low <= start else _digits_of(low.scaleb(-e), 1)
+        hi = None if high is None or high >= stop else _digits_of(high.scaleb(-e), 1)
+        found = _aligned_digits(lo or "1", hi, 1, (0, _SCI_FRACTION))
+        parts += [] if found is None else [_seq(found, _Lit(f"e{e}"))]
+    inner = range(bottom if bottom in whole else bottom + 1, (top if top in whole else top - 1) + 1)
+    for a, b in ((inner.start, min(inner.stop - 1, -1)), (max(inner.start, 1), inner.stop - 1)):
+        if a <= b:
+            mantissa = _seq(_NONZERO, _opt(_seq(_Lit("."), _rep(_DIGIT, 1, _SCI_FRACTION))))
+            parts.append(_seq(mantissa, _Lit("e"), _int_range(a, b)))
+    return _alt(*parts) if parts else None
+
+
+def _number_range(low: decimal.Decimal | None, high: decimal.Decimal | None) -> _Node:
+    """Numbers as `number` offers them (integers, `_float_forms`), from ``low`` to ``high``
+    (``None``: unbounded): the integers among them, the non-negative floats, and ``-`` before
+    the negated negative ones (``-0.0`` included when 0 is in range, as msgspec writes it)."""
+    parts: list[_Node] = []
+    a = _I64_MIN if low is None else max(_I64_MIN, _ceil(low))
+    b = _U64_MAX if high is None else min(_U64_MAX, _floor(high))
+    if a <= b:
+        parts.append(_int_range(a, b))
+    zero = decimal.Decimal(0)
+    if high is None or high >= 0:
+        found = _float_range(max(low, zero) if low is not None else zero, high)
+        parts += [] if found is None else [found]
+    if low is None or low <= 0:
+        found = _float_range(max(-high, zero) if high is not None else zero, _neg(low))
+        parts += [] if found is None else [_seq(_Lit("-"), found)]
+    return _alt(*parts)
+
+
+def _neg(value: decimal.Decimal | None) -> decimal.Decimal | None:
+    return None if value is None else -value
+
+
+def _ceil(value: decimal.Decimal) -> int:
+    return int(value.to_integral_value(rounding=decimal.ROUND_CEILING))
+
+
+def _floor(value: decimal.Decimal) -> int:
+    return int(value.to_integral_value(rounding=decimal.ROUND_FLOOR))
+
+
+def _float_bound(value: Any, exclusive: bool, upward: bool) -> decimal.Decimal:
+    """A schema's bound on a ``number`` as the float it admits first: the least double
+    ``>= value`` (``>`` when ``exclusive``) for a lower bound, the greatest ``<=``/``<`` for an
+    upper one, written as its shortest round-trip decimal. Every decimal on the right side of
+    that one rounds to a double on the right side of the bound (rounding is monotonic), so the
+    grammar holds exactly what msgspec's float comparison holds."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _Fallback(f"number bound {value!r}")
+    try:
+        near = float(value)
+    except OverflowError:
+        raise _Fallback(f"number bound {value!r} beyond a double") from None
+    if not math.isfinite(near) or abs(near) > 1e300:
+        raise _Fallback(f"number bound {value!r} beyond the grammar's floats")
+    if upward and (near < value or (exclusive and near == value)):
+        near = math.nextafter(near, math.inf)
+    if not upward and (near > value or (exclusive and near == value)):
+        near = math.nextafter(near, -math.inf)
+    return decimal.Decimal(repr(near))
 
 
 def _date() -> _Node:
@@ -400,7 +643,7 @@ _ANNOTATIONS = frozenset(
         "discriminator",
     ]
 )
-_IGNORED = frozenset(["uniqueItems", "multipleOf"])  # left to validation: see the docstring
+_IGNORED = frozenset(["uniqueItems"])  # left to validation: see the docstring
 _KNOWN = (
     _ANNOTATIONS
     | _IGNORED
@@ -431,6 +674,7 @@ _KNOWN = (
             "maximum",
             "exclusiveMinimum",
             "exclusiveMaximum",
+            "multipleOf",
         ]
     )
 )
@@ -546,7 +790,7 @@ class _Compiler:
         if kind == "integer":
             return self.integer(schema)
         if kind == "number":
-            return self.shared("number", lambda: _alt(self.integer({}), _float_forms()))
+            return self.number(schema)
         if kind == "boolean":
             return _alt(_Lit("true"), _Lit("false"))
         if kind == "null":
@@ -615,6 +859,24 @@ class _Compiler:
             raise _Fallback(f"propertyNames {names!r}")
         return self.node({**names, "type": "string"})
 
+    def number(self, schema: Mapping[str, Any]) -> _Node:
+        low = high = None
+        for key, upward in (("minimum", True), ("exclusiveMinimum", True)):
+            if key in schema:
+                bound = _float_bound(schema[key], key.startswith("exclusive"), upward)
+                low = bound if low is None else max(low, bound)
+        for key in ("maximum", "exclusiveMaximum"):
+            if key in schema:
+                bound = _float_bound(schema[key], key.startswith("exclusive"), False)
+                high = bound if high is None else min(high, bound)
+        if "multipleOf" in schema:  # see the module docstring: no server states it either
+            raise _Fallback("multipleOf on a number")
+        if low is None and high is None:
+            return self.shared("number", lambda: _alt(self.integer({}), _float_forms()))
+        if low is not None and high is not None and low > high:
+            raise _Fallback("no number within the bounds")
+        return _number_range(low, high)
+
     def integer(self, schema: Mapping[str, Any]) -> _Node:
         low, high = _I64_MIN, _U64_MAX
         if "minimum" in schema:
@@ -627,6 +889,13 @@ class _Compiler:
             high = min(high, math.ceil(schema["exclusiveMaximum"]) - 1)
         if low > high:
             raise _Fallback("no integer within the bounds")
+        if "multipleOf" in schema:
+            step = schema["multipleOf"]
+            if isinstance(step, bool) or not isinstance(step, (int, float)) or step <= 0:
+                raise _Fallback(f"multipleOf {step!r}")
+            if step != int(step):  # a fraction: which integers are multiples is a float question
+                raise _Fallback(f"multipleOf {step!r} on an integer")
+            return _multiples(low, high, int(step), self.named)
         if (low, high) == (_I64_MIN, _U64_MAX):
             return self.shared("integer", lambda: _int_range(low, high))
         return _int_range(low, high)

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 __all__ = [
     "DECIMAL_PATTERN",
+    "INT_KEY_PATTERN",
     "SCALAR_GBNF",
     "SCALAR_PATTERNS",
     "anchored",
@@ -36,6 +37,7 @@ SCALAR_GBNF: dict[type, str] = {
 }
 # A `Decimal` as a JSON string: msgspec's own "decimal" format is not one engines know.
 DECIMAL_PATTERN = r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?$"
+INT_KEY_PATTERN = r"^-?(0|[1-9][0-9]*)$"  # a dict[int, ...] key, as msgspec reads one
 
 _GBNF_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _REGEX_SPECIALS = frozenset("\\.^$*+?()[]{}|")

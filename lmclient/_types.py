@@ -20,7 +20,7 @@ from typing import Any, Generic, Literal, TypeVar
 import msgspec
 
 from ._markers import Choice, Grammar, JsonSchema, Regex
-from ._patterns import DECIMAL_PATTERN, SCALAR_GBNF, SCALAR_PATTERNS, anchored
+from ._patterns import DECIMAL_PATTERN, INT_KEY_PATTERN, SCALAR_GBNF, SCALAR_PATTERNS, anchored
 from .errors import ValidationError
 
 if typing.TYPE_CHECKING:
@@ -299,7 +299,8 @@ def _msgspec_spec(tp: Any) -> OutputSpec[Any]:
 
 def _refine_strings(info: Any, node: dict[str, Any], defs: dict[str, Any], seen: set[str]) -> None:
     """Give string-encoded values a ``format``/``pattern``: msgspec describes a plain `datetime`,
-    `time` or `Decimal` as any string, which leaves a constrained model free to write garbage."""
+    `time` or `Decimal` as any string, and the keys of a ``dict[int, …]`` not at all, which
+    leaves a constrained model free to write garbage."""
     mi = msgspec.inspect
     ref = node.get("$ref")
     if isinstance(ref, str):
@@ -325,8 +326,12 @@ def _refine_strings(info: Any, node: dict[str, Any], defs: dict[str, Any], seen:
     elif isinstance(info, (mi.ListType, mi.SetType, mi.FrozenSetType, mi.VarTupleType)):
         if isinstance(node.get("items"), dict):
             _refine_strings(info.item_type, node["items"], defs, seen)
-    elif isinstance(info, mi.DictType) and isinstance(node.get("additionalProperties"), dict):
-        _refine_strings(info.value_type, node["additionalProperties"], defs, seen)
+    elif isinstance(info, mi.DictType):
+        if isinstance(info.key_type, mi.IntType) and node.get("type") == "object":
+            # msgspec's schema says nothing of the keys, which must read as integers
+            node.setdefault("propertyNames", {"pattern": INT_KEY_PATTERN})
+        if isinstance(node.get("additionalProperties"), dict):
+            _refine_strings(info.value_type, node["additionalProperties"], defs, seen)
     elif isinstance(info, mi.UnionType) and "anyOf" in node:
         non_null = [t for t in info.types if not isinstance(t, mi.NoneType)]
         branches = [b for b in node["anyOf"] if b.get("type") != "null"]

@@ -173,6 +173,9 @@ CASES: dict[str, Case] = {
         ],
         st.dictionaries(st.text(min_size=1, max_size=3), _INT, max_size=2),
     ),
+    "dict-int-keys": Case(  # lmclient gives the keys a propertyNames pattern
+        dict[int, bool], st.dictionaries(_INT, st.booleans(), max_size=3)
+    ),
     "dict-literal-keys": Case(
         dict[Literal["a", "b\n"], bool],
         st.dictionaries(st.sampled_from(["a", "b\n"]), st.booleans()),
@@ -189,7 +192,26 @@ CASES: dict[str, Case] = {
     "number": Case(int | float, _INT | _FLOAT),
     "bounded-int": Case(Annotated[int, msgspec.Meta(ge=-5, lt=123)], st.integers(-5, 122)),
     "float-bounds": Case(
-        Annotated[float, msgspec.Meta(gt=0)], st.floats(0, 9e307, exclude_min=True), exact=False
+        Annotated[float, msgspec.Meta(gt=0)], st.floats(0, 9e307, exclude_min=True)
+    ),
+    "unit-float": Case(Annotated[float, msgspec.Meta(ge=0, le=1)], st.floats(0, 1)),
+    "open-float": Case(
+        Annotated[float, msgspec.Meta(gt=-10.5, lt=40)],
+        st.floats(-10.5, 40, exclude_min=True, exclude_max=True),
+    ),
+    "quarter-float": Case(Annotated[float, msgspec.Meta(ge=0.25, le=0.75)], st.floats(0.25, 0.75)),
+    "negative-float": Case(Annotated[float, msgspec.Meta(le=-1)], st.floats(-9e307, -1)),
+    "float-list": Case(
+        Annotated[list[Annotated[float, msgspec.Meta(ge=0, le=1)]], msgspec.Meta(max_length=3)],
+        st.lists(st.floats(0, 1), max_size=3),
+    ),
+    "multiple-of": Case(
+        Annotated[int, msgspec.Meta(multiple_of=5)],
+        st.integers(-(2**63) // 5 + 1, (2**64 - 1) // 5).map(lambda n: n * 5),
+    ),
+    "multiple-of-range": Case(
+        Annotated[int, msgspec.Meta(ge=-100, le=10**6, multiple_of=7)],
+        st.integers(-14, 142857).map(lambda n: n * 7),
     ),
     "string-bounded": Case(
         Annotated[str, msgspec.Meta(min_length=2, max_length=4)], st.text(min_size=2, max_size=4)
@@ -571,7 +593,83 @@ def test_longest_is_none_exactly_when_unbounded() -> None:
         "number",
         "bounded-int",
         "float-bounds",
+        "unit-float",
+        "open-float",
+        "quarter-float",
+        "negative-float",
+        "float-list",
+        "multiple-of",
+        "multiple-of-range",
         "string-bounded",
         "pattern-length",
         "dict-keys",
     }
+
+
+# Each bound the compact grammar dropped before it held what xgrammar's schema mode holds
+# (issue 28): the value of the issue's report, rejected, and its neighbours inside, accepted.
+_BOUND_REGRESSIONS: list[tuple[Any, list[str], list[str]]] = [
+    (
+        Annotated[float, msgspec.Meta(ge=0, le=1)],
+        ["0.0", "1.0", "0", "1", "0.5", "0.00001", "1e-7", "5e-324", "-0.0"],
+        ["5", "-0.5", "1.5", "-9.08e58", "1.0000000000000002", "-5e-324", "1e1"],
+    ),
+    (
+        Annotated[float, msgspec.Meta(gt=-10.5, lt=40)],
+        ["-10.499999999999998", "39.99999999999999", "0.0", "-10", "39"],
+        ["-10.5", "40.0", "40", "-11", "1e2", "-1e300"],
+    ),
+    (
+        Annotated[float, msgspec.Meta(ge=0.25, le=0.75)],
+        ["0.25", "0.75", "0.5", "0.2500000000000001"],
+        ["0.24999999999999997", "0.7500000000000001", "0", "1", "7.6e-1"],
+    ),
+    (Annotated[float, msgspec.Meta(le=-1)], ["-1.0", "-1", "-1e300", "-1.5"], ["-0.5", "0.0", "1"]),
+    (
+        list[Annotated[float, msgspec.Meta(ge=0, le=1)]],
+        ["[0.5,1.0]", "[]"],
+        ["[0.5,5]", "[-0.5]"],
+    ),
+    (
+        Annotated[int, msgspec.Meta(multiple_of=5)],
+        ["0", "5", "-5", "1000000000000000000"],
+        ["7", "-3"],
+    ),
+    (
+        Annotated[int, msgspec.Meta(ge=-100, le=10**6, multiple_of=7)],
+        ["-98", "0", "7", "999999"],
+        ["-105", "1000006", "8", "-99"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("tp", "good", "bad"), _BOUND_REGRESSIONS)
+def test_bounds_the_server_s_schema_mode_holds_are_held(
+    tp: Any, good: list[str], bad: list[str]
+) -> None:
+    schema = compile_output(tp).schema
+    assert schema is not None
+    result = compact_grammar(schema)
+    assert result is not None
+    grammar = Grammar(result.text)
+    decode = msgspec.json.Decoder(tp).decode
+    for text in good:
+        decode(text)  # the examples themselves are right
+        assert grammar.accepts(text), text
+    for text in bad:
+        with pytest.raises(msgspec.ValidationError):
+            decode(text)
+        assert not grammar.accepts(text), text
+
+
+def test_bounded_floats_tighten_the_budget() -> None:
+    plain = compact_grammar({"type": "number"})
+    unit = compact_grammar({"type": "number", "minimum": 0, "maximum": 1})
+    assert plain is not None and unit is not None and plain.longest and unit.longest
+    assert unit.longest < plain.longest
+
+
+def test_multiple_of_beyond_the_automaton_falls_back() -> None:
+    assert compact_grammar({"type": "integer", "multipleOf": 17}) is None
+    assert compact_grammar({"type": "integer", "multipleOf": 1.5}) is None
+    assert compact_grammar({"type": "integer", "multipleOf": 17, "maximum": 1000, "minimum": 0})

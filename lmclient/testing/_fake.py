@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import math
 import os
 import random
@@ -706,10 +707,22 @@ class FakeLLM:
         return self.default_text
 
 
+_REDRAWS = 20  # sentences drawn for one answer before one with a repeated JSON key is kept
+
+
 def _grammar_text(grammar: str, seed: int) -> str:
-    """A sentence of a GBNF grammar, or one literal of a Lark choice."""
+    """A sentence of a GBNF grammar, or one literal of a Lark choice.
+
+    A JSON sentence that repeats an object's key is drawn again (from seeds derived from
+    ``seed``): a grammar cannot forbid the repeat, and the decoded dict would hold fewer keys
+    than the sentence wrote (below a ``min_length``, say)."""
     try:
-        return grammar_sentence(grammar, seed)
+        text = grammar_sentence(grammar, seed)
+        for attempt in range(1, _REDRAWS):
+            if not _repeats_a_key(text):
+                break
+            text = grammar_sentence(grammar, seed + attempt * 1_000_003)
+        return text
     except ValueError as exc:
         problem = str(exc)
     options = grammar_literals(grammar)
@@ -721,6 +734,22 @@ def _grammar_text(grammar: str, seed: int) -> str:
         "GBNF grammars and for Lark choices between literals; script the answer with "
         "FakeLLM.reply(...)"
     )
+
+
+def _repeats_a_key(text: str) -> bool:
+    """Whether ``text`` is JSON with an object that has a key twice."""
+    repeated = False
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        nonlocal repeated
+        repeated = repeated or len({key for key, _ in items}) < len(items)
+        return {}
+
+    try:
+        json.loads(text, object_pairs_hook=pairs)
+    except ValueError:
+        return False
+    return repeated
 
 
 def _describe(call: RecordedRequest) -> str:

@@ -68,6 +68,16 @@ TYPES: list[tuple[str, Any]] = [
     ("tuple", tuple[Age, bool, Literal["x", "y"]]),
     ("negative-range", Annotated[int, msgspec.Meta(ge=-40, le=-3)]),
     ("float", Annotated[list[float], msgspec.Meta(max_length=2)]),
+    (
+        "bounded-float",
+        Annotated[
+            list[Annotated[float, msgspec.Meta(gt=-10.5, le=0.75)]], msgspec.Meta(max_length=2)
+        ],
+    ),
+    (
+        "multiple-of",
+        Annotated[list[Annotated[int, msgspec.Meta(multiple_of=7)]], msgspec.Meta(max_length=2)],
+    ),
     ("any", Any),
 ]
 GREEDY: lmclient.CallParams = {"temperature": 0.0, "seed": 1, "max_tokens": 300}
