@@ -252,7 +252,7 @@ class ClientCore:
         501, or an answer that is not a model list) is a configuration to fix, said as such; any
         other failure (the server unreachable, a bad key) is itself."""
         if isinstance(exc, errors.ProtocolError) or (
-            isinstance(exc, errors.APIError) and exc.status_code in (404, 405, 501)
+            isinstance(exc, errors.APIStatusError) and exc.status_code in (404, 405, 501)
         ):
             return ConfigurationError(
                 f"model=None, and GET {httpx.URL(self.base_url).path}/models lists no models "

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from . import errors
-from ._log import log
 from ._headers import Headers
+from ._log import log
 from ._protocol import Usage
 from .errors import ConfigurationError
 
