@@ -308,7 +308,7 @@ async def test_request_head_is_the_base_urls_async(head_server: HeadServer) -> N
 
 
 def test_read_timeout(silent_server: HeadServer) -> None:
-    """The read timeout holds on a socket as on TCP (the kernel's SO_RCVTIMEO on AF_UNIX)."""
+    """The read timeout holds on a socket as on TCP."""
     client = sync_client(socket_path(silent_server), timeout=0.3)
     with client, pytest.raises(lmclient.APITimeoutError):
         client.generate("hi")

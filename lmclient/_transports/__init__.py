@@ -20,13 +20,16 @@ the same request head to the same server again and again, so the transports here
   401) and close: a send broken that way still reads the answer, which is the call's result;
   Open connections are not capped (the caller bounds its concurrency, as `generate_many` does),
   idle ones are, at `MAX_IDLE_CONNECTIONS` per origin;
-* sync: a blocking socket whose timeouts are the kernel's (SO_RCVTIMEO, SO_SNDTIMEO), so that
-  no poll() precedes each send and receive; async: an `asyncio.Protocol` that parses in
-  ``data_received`` and wakes the waiting task once per response (or per chunk while
-  streaming), with a read-timeout timer per connection that re-arms itself instead of one
-  timer per read or per request. Every read is bounded: a whole response by ``max_bytes``
-  (counted after decoding), a stream by flow control (reading pauses while `STREAM_HIGH_WATER`
-  bytes wait for the reader) and the read timeout, and the head by the parser;
+* sync: a socket with Python's timeout, whose waits a signal cannot stretch (the kernel's
+  SO_RCVTIMEO and SO_SNDTIMEO, cheaper by a poll() per send and receive, restart with each
+  signal); async: an `asyncio.Protocol` that parses in ``data_received`` and wakes the waiting
+  task once per response (or per chunk while streaming), with a read-timeout timer per
+  connection that re-arms itself instead of one timer per read or per request, and that is
+  never written to once closed (the server may close a fresh connection before the request
+  goes out: that is a `common.StaleConnection`, as on a sync socket). Every read is bounded: a
+  whole response by ``max_bytes`` (counted after decoding), a stream by flow control (reading
+  pauses while `STREAM_HIGH_WATER` bytes wait for the reader) and the read timeout, and the
+  head by the parser; every wait, the send included, by the timeouts and the deadline;
 * TLS with httpx's own context (`httpx.create_ssl_context`: certifi, verification on,
   ``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured); no proxies; no redirects;
 * a Unix socket instead of TCP when the client has ``uds=`` (httpx's name): every connection of

@@ -144,14 +144,21 @@ class _AsyncConnection(asyncio.Protocol):
     ) -> ResponseParser:
         """Send a request; the returned parser fills as the response arrives. (A connection
         is idle with no limiter, pieces or error: a response's reader takes its pieces, and a
-        connection with an error is closed.)"""
+        connection with an error is closed.)
+
+        A connection the server closed before the request could be written — a fresh one that
+        the server closed on accepting it, a pooled one that closed after its check — raises
+        `StaleConnection`, as the sync transport's send does: asyncio would drop the write
+        without a word, and nothing would ever answer the waiter."""
+        assert self.transport is not None
+        if self.closed or self.transport.is_closing():  # closing: its connection_lost is due
+            raise StaleConnection("the server closed the connection before the request was sent")
         parser = self.parser = self.kept
         parser.reset()
         self.max_bytes = max_bytes
         self.deadline_at = deadline_at
         self.streaming = stream
         self.read_timeout = read_timeout
-        assert self.transport is not None
         if deadline_at is not None:  # the loop's clock is time.monotonic(), as the core's
             self.deadline_timer = self.loop.call_at(deadline_at, self._deadline)
         self.transport.write(payload)
@@ -280,8 +287,10 @@ class _AsyncConnection(asyncio.Protocol):
     def _check_idle(self) -> None:
         self.timer = None
         parser = self.parser
-        if parser is None or parser.complete or self.closed or math.isinf(self.read_timeout):
+        if parser is None or parser.complete or math.isinf(self.read_timeout):
             return  # idle, or its response read (it lapses: the next request re-arms it)
+        # (A closed connection with a response in flight is timed all the same: its waiter
+        # must wake whatever the connection's state.)
         now = time.monotonic()
         if self.reading_paused:  # the reader is slow, not the server
             self.last_read = now

@@ -145,18 +145,13 @@ class StaleConnection(errors.APIConnectionError):
     this is the server having closed it while idle: the request is sent again on a fresh one."""
 
 
-# What a timed-out socket call raises: TimeoutError from a socket with a Python timeout;
-# BlockingIOError (EAGAIN) from a blocking one whose kernel timeout (SO_RCVTIMEO) expired.
-TIMEOUTS = (TimeoutError, BlockingIOError)
-
-
 def io_error(exc: BaseException, doing: str) -> errors.LMClientError:
     """lmclient's error for what failed while ``doing`` (e.g. "reading the response")."""
     if isinstance(exc, errors.LMClientError):
         return exc
     if isinstance(exc, BadResponse):
         return errors.ProtocolError(f"invalid HTTP response: {exc}")
-    if isinstance(exc, TIMEOUTS):
+    if isinstance(exc, TimeoutError):  # (socket.timeout is TimeoutError)
         return errors.APITimeoutError(f"timed out {doing}")
     return errors.APIConnectionError(f"{type(exc).__name__} {doing}: {exc}")
 

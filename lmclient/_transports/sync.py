@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import math
 import socket
-import struct
-import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -19,7 +16,6 @@ from lmclient._proxies import proxied
 from lmclient._transports.common import (
     DEFAULT_LIMITS,
     READ_SIZE,
-    TIMEOUTS,
     Limiter,
     Pool,
     RawResponse,
@@ -50,91 +46,40 @@ __all__ = ["SyncTransport"]
 
 _SYNC_MOCK, _SYNC_HTTPX = respx_watches(False)  # respx's two mockers
 
-# Where SO_RCVTIMEO and SO_SNDTIMEO take a struct timeval of two longs (64-bit Linux and macOS).
-_KERNEL_TIMEOUTS = sys.platform in ("linux", "darwin") and struct.calcsize("@l") == 8
-_TIMEVAL = struct.Struct("@ll")
-
-
-def _timeval(timeout: float) -> bytes:
-    """``timeout`` seconds as SO_RCVTIMEO/SO_SNDTIMEO take it, rounded up to the microsecond; a
-    zero timeval means no timeout there, so any finite timeout is at least one microsecond."""
-    if math.isinf(timeout):
-        return _TIMEVAL.pack(0, 0)
-    seconds, micros = divmod(max(1, math.ceil(timeout * 1_000_000)), 1_000_000)
-    return _TIMEVAL.pack(seconds, micros)
-
 
 class _SyncConnection:
     """A socket and what the pool needs to know about it.
 
-    A plain socket (TCP or Unix) is blocking, its send and receive timeouts the kernel's
-    (SO_SNDTIMEO, SO_RCVTIMEO: a timed-out call raises BlockingIOError), each set only when its
-    value changes: a socket with a Python timeout waits in poll() before every send and every
-    receive, a system call each. A signal handled while a call waits restarts that call
-    (PEP 475), and with it the kernel's timeout. A TLS socket keeps Python's timeout, one for
-    both directions (the ssl module would retry a read that the kernel timed out), as do other
-    platforms."""
+    Every wait is bounded by the socket's own timeout (Python's, `socket.settimeout`: one for
+    both directions, set only when it changes), which CPython keeps as a deadline: it polls
+    before each send and receive and, when a signal interrupts the wait, polls again for what
+    is left (PEP 475), so a process with a periodic signal (a profiler, ``setitimer``, a
+    watchdog) cannot stretch a wait; and ``sendall`` is bounded as a whole, however slowly the
+    server reads. The kernel's timeouts (SO_RCVTIMEO, SO_SNDTIMEO) would save that poll, but a
+    signal restarts them whole, and a send's with each piece the server takes: a 1 s deadline
+    outlived a server answering after 6 s under a 0.2 s SIGALRM, and an 8 MiB prompt to a slow
+    reader ran 54 s past a 2 s one."""
 
-    __slots__ = (
-        "idle_since",
-        "kernel",
-        "origin",
-        "parser",
-        "read_timeout",
-        "sock",
-        "stale",
-        "timeouts",
-        "write_timeout",
-    )
+    __slots__ = ("idle_since", "origin", "parser", "sock", "stale", "timeout")
 
-    def __init__(self, sock: socket.socket, origin: tuple[str, str, int], tls: bool) -> None:
+    def __init__(self, sock: socket.socket, origin: tuple[str, str, int], timeout: float) -> None:
         self.sock = sock
         self.origin = origin
-        self.kernel = _KERNEL_TIMEOUTS and not tls
-        if self.kernel:
-            sock.settimeout(None)
-        self.read_timeout = self.write_timeout = math.nan  # unequal to any: set on first use
-        self.timeouts: Timeouts | None = None  # the call's whose values are set, if all are
+        self.timeout = timeout  # the socket's, as set (math.inf: none)
         self.idle_since = 0.0
         self.stale = readability(sock)
         self.parser = ResponseParser()  # reset for each response (`_exchange`)
 
-    def use(self, timeouts: Timeouts) -> None:
-        """Before a send: set a call's timeouts where they differ from those set. A plain socket
-        keeps the two apart, so both are set now and ``timeouts`` is remembered (a client's
-        calls share one `Timeouts`: the next call on this connection finds it set). A TLS
-        socket has one timeout for both: the write one now, the read one after the send."""
-        if timeouts.write != self.write_timeout:
-            self.set_write_timeout(timeouts.write)
-        if self.kernel:
-            if timeouts.read != self.read_timeout:
-                self.set_read_timeout(timeouts.read)
-            self.timeouts = timeouts
-
-    def set_write_timeout(self, timeout: float) -> None:
-        self.timeouts = None
-        if self.kernel:
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(timeout))
-            self.write_timeout = timeout
-        else:
-            self.sock.settimeout(or_none(timeout))
-            self.write_timeout = self.read_timeout = timeout
-
-    def set_read_timeout(self, timeout: float) -> None:
-        self.timeouts = None
-        if self.kernel:
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(timeout))
-            self.read_timeout = timeout
-        else:
-            self.sock.settimeout(or_none(timeout))
-            self.write_timeout = self.read_timeout = timeout
+    def set_timeout(self, timeout: float) -> None:
+        self.sock.settimeout(or_none(timeout))
+        self.timeout = timeout
 
     def pace(self, read_timeout: float, deadline_at: float, doing: str) -> None:
         """Before a read: wait no longer than the read timeout, nor past the deadline (so a
         server trickling bytes cannot keep a call alive after it)."""
         timeout = min(read_timeout, remaining(deadline_at, doing))
-        if timeout != self.read_timeout:
-            self.set_read_timeout(timeout)
+        if timeout != self.timeout:
+            self.set_timeout(timeout)
 
     def close(self) -> None:
         self.sock.close()
@@ -347,12 +292,12 @@ class SyncTransport:
             sock = conn.sock
             doing = "sending the request"
             try:
-                if timeouts is not conn.timeouts:
-                    conn.use(timeouts)
+                if timeouts.write != conn.timeout:  # (the call's deadline capped it)
+                    conn.set_timeout(timeouts.write)
                 try:
                     sock.sendall(payload)
                 except OSError as exc:
-                    if isinstance(exc, TIMEOUTS):
+                    if isinstance(exc, TimeoutError):
                         raise
                     # A server may answer early (413, 401) and close before reading the whole
                     # body, which breaks the send: its answer is what the caller needs, so read
@@ -362,8 +307,8 @@ class SyncTransport:
                 else:
                     doing = "waiting for the response"
                     sent = True
-                if timeouts is not conn.timeouts and timeouts.read != conn.read_timeout:
-                    conn.set_read_timeout(timeouts.read)  # a TLS socket's one timeout (`use`)
+                if deadline_at is None and timeouts.read != conn.timeout:
+                    conn.set_timeout(timeouts.read)  # (with a deadline: `pace`, each read)
                 while True:
                     if deadline_at is not None:
                         conn.pace(timeouts.read, deadline_at, doing)
@@ -386,7 +331,7 @@ class SyncTransport:
                 return conn, parser, first
             except BaseException as exc:
                 self._pool.discard(conn)
-                if isinstance(exc, OSError) and not isinstance(exc, TIMEOUTS) and not received:
+                if isinstance(exc, OSError) and not isinstance(exc, TimeoutError) and not received:
                     if not pooled:
                         raise StaleConnection(f"{type(exc).__name__} {doing}: {exc}") from exc
                 elif not (pooled and isinstance(exc, StaleConnection)):
@@ -413,7 +358,7 @@ class SyncTransport:
                     if self._ssl is None:
                         self._ssl = ssl_context()
                     sock = self._ssl.wrap_socket(sock, server_hostname=target.host)
-                conn = _SyncConnection(sock, target.origin, target.tls)
+                conn = _SyncConnection(sock, target.origin, timeout)
             except BaseException:
                 sock.close()
                 raise
