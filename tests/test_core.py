@@ -187,8 +187,8 @@ def test_error_status_from_finish() -> None:
 
 def test_truncated_output_raises_truncated_error_with_text_and_usage() -> None:
     with pytest.raises(errors.TruncatedError) as info:
-        finish(call(int), chat_body('{"a": ', finish_reason="length"))
-    assert info.value.text == '{"a": '
+        finish(call(list[int]), chat_body("[1, 2", finish_reason="length"))
+    assert info.value.text == "[1, 2"
     assert info.value.usage == lmclient.Usage(3, 5, 8)
     assert isinstance(info.value, errors.ValidationError)
 
