@@ -181,8 +181,7 @@ class Dialect:
         if endpoint not in self.constrained_endpoints:
             raise UnsupportedConstraintError(
                 f"dialect {self.name!r} cannot constrain the {endpoint} endpoint "
-                f"(the server ignores constraint fields there); use endpoint='chat'"
-                + self.advice
+                f"(the server ignores constraint fields there); use endpoint='chat'" + self.advice
             )
         grammar = spec.compact if compact and self.compact is not None else None
         if grammar is not None:

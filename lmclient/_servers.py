@@ -134,6 +134,14 @@ _GATEWAY_DROPS = (
     "sglang-router drops it (its chat request model has no such field); send it to a "
     "worker directly"
 )
+_GATEWAY_DROPPED = (
+    "user",
+    "rid",
+    "priority",
+    "cache_salt",
+    "thinking_token_budget",
+    "reasoning_budget_tokens",
+)
 GATEWAY_ANSWER: Mapping[str, Any] = {"router_manager": True, "routers_count": 1, "workers_count": 2}
 
 # Keyed by the dialect that speaks to each, in the order detection tries them: the gateway
@@ -162,15 +170,7 @@ SERVERS: dict[str, Server] = {
         answer=GATEWAY_ANSWER,
         # response_format only: the other constraint fields it forwards bind SGLang workers only
         obeys={"chat": frozenset({"response_format"}), "completions": frozenset()},
-        ignores={
-            "chat": {
-                field: _GATEWAY_DROPS
-                for field in (
-                    "user", "rid", "priority", "cache_salt", "thinking_token_budget",
-                    "reasoning_budget_tokens",
-                )
-            },
-        },  # fmt: skip
+        ignores={"chat": dict.fromkeys(_GATEWAY_DROPPED, _GATEWAY_DROPS)},
     ),
     "sglang": Server(
         "sglang",

@@ -45,7 +45,11 @@ def _models(backend: str) -> list[str]:
 
 def test_the_openai_backend_is_the_gateway_dialect() -> None:
     info = detect("127.0.0.1", _answers("openai"), _models("openai"))
-    assert (info.kind, info.dialect, info.models) == ("sglang-gateway", "sglang-gateway", ["unknown"])
+    assert (info.kind, info.dialect, info.models) == (
+        "sglang-gateway",
+        "sglang-gateway",
+        ["unknown"],
+    )
 
 
 def test_the_sglang_backend_forwards_sglang_fields_to_sglang_workers() -> None:
@@ -114,11 +118,13 @@ def test_the_recorded_gateway_answer_says_the_constraint_was_dropped(name: str) 
     output_type: Any = {"person": Person, "literal": Literal["yes", "no"]}[name]
     sent = json.loads((RECORDED / f"openai.llamacpp_{name}.request.json").read_bytes())
     body = (RECORDED / f"openai.llamacpp_{name}.response.200.json").read_bytes()
-    with respx.mock(base_url="http://gateway.test") as mock:
+    with (
+        respx.mock(base_url="http://gateway.test") as mock,
+        lmclient.Client("http://gateway.test/v1", dialect="llamacpp", model="m") as client,
+        pytest.raises(lmclient.ConstraintIgnoredError) as info,
+    ):
         mock.post("/v1/chat/completions").respond(200, content=body)
-        with lmclient.Client("http://gateway.test/v1", dialect="llamacpp", model="m") as client:
-            with pytest.raises(lmclient.ConstraintIgnoredError) as info:
-                client.generate("Who?", output_type, max_tokens=sent["max_tokens"])
+        client.generate("Who?", output_type, max_tokens=sent["max_tokens"])
     exc = info.value
     assert not isinstance(exc, lmclient.TruncatedError)
     assert exc.fields == ["grammar"] and exc.dialect == "llamacpp"
@@ -143,9 +149,13 @@ def test_a_fake_gateway_that_drops_the_grammar(finish: str) -> None:
 
 def test_a_streamed_answer_that_ignores_the_constraint() -> None:
     fake = FakeLLM(server="sglang-gateway", default_text="Sure! Here is a person: Ann, 30.")
-    with fake.serve() as url, lmclient.Client(url, dialect="llamacpp") as client:
-        with pytest.raises(lmclient.ConstraintIgnoredError), client.stream("Q", Person) as s:
-            s.read()
+    with (
+        fake.serve() as url,
+        lmclient.Client(url, dialect="llamacpp") as client,
+        pytest.raises(lmclient.ConstraintIgnoredError),
+        client.stream("Q", Person) as s,
+    ):
+        s.read()
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,117 @@
+"""lmclient's default client through the SGLang Model Gateway (sglang-router 0.3.2, installed by
+`scripts/gateway.py`, --backend openai, cache-aware policy) in front of two llama-servers on
+127.0.0.1: every output type of the llama.cpp e2e validates (or, where the gateway cannot carry
+its constraint, is refused before sending), the same prefix lands on the same worker, a worker
+stopped in the middle of a `generate_many` of 200 items loses none, and streams go through.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+import pytest
+
+import lmclient
+from scripts import gateway, llamacpp
+from tests.e2e.test_llamacpp import KINDS, SMALL, Person, Pet, Pets
+
+pytestmark = pytest.mark.slow
+
+
+class Fleet(msgspec.Struct):
+    router: Any
+    workers: list[Any]
+
+
+@pytest.fixture(scope="module")
+def fleet() -> Iterator[Fleet]:
+    llamacpp.ensure_installed()
+    gateway.ensure_installed()  # `make test` has already run the first install, with progress
+    with (
+        llamacpp.LlamaServer(parallel=2) as first,
+        llamacpp.LlamaServer(parallel=2) as second,
+        gateway.Gateway([first.root_url, second.root_url]) as router,
+    ):
+        yield Fleet(router, [first, second])
+
+
+@pytest.mark.parametrize(("name", "output_type", "expected"), KINDS, ids=[k[0] for k in KINDS])
+def test_every_kind(name: str, output_type: Any, expected: type, fleet: Fleet) -> None:
+    with lmclient.Client(fleet.router.base_url) as client:  # model=None and dialect="auto"
+        if name in ("regex", "grammar"):  # only response_format reaches the workers
+            with pytest.raises(lmclient.UnsupportedConstraintError, match="sglang-router"):
+                client.create("Answer briefly.", output_type, **SMALL)
+            return
+        response = client.create("Answer briefly.", output_type, **SMALL)
+        assert client.dialect == "sglang-gateway"
+    assert isinstance(response.value, expected)
+    assert response.finish_reason == "stop"
+
+
+def _cached(response: lmclient.Response[Any]) -> int:
+    """llama-server's count of prompt tokens it took from a slot's cache (``timings.cache_n``)."""
+    raw = response.raw
+    assert isinstance(raw, bytes)
+    timings = msgspec.json.decode(raw).get("timings", {})
+    cached: int = timings.get("cache_n", 0)
+    return cached
+
+
+def test_the_same_prefix_lands_on_the_same_worker(fleet: Fleet) -> None:
+    prompt = "Describe, in one word, the colour of the sea on a calm and sunny day. " * 8
+    with lmclient.Client(fleet.router.base_url) as client:
+        responses = [client.create(prompt, max_tokens=2, temperature=0.0) for _ in range(4)]
+    # A repeat on another worker would find nothing cached there (round robin would alternate).
+    assert all(_cached(r) > 0 for r in responses[1:]), [_cached(r) for r in responses]
+
+
+def test_streams_and_items_go_through(fleet: Fleet) -> None:
+    with lmclient.Client(fleet.router.base_url) as client:
+        with client.stream("List pets.", Pets, **SMALL) as s:
+            items = list(s.items())
+        assert items and all(isinstance(p, Pet) for p in items) and s.value == items
+        with client.stream("Say hello.", max_tokens=16, seed=1) as text:
+            deltas = list(text)
+        assert "".join(deltas) == text.value
+
+
+async def test_async_stream_items(fleet: Fleet) -> None:
+    async with (
+        lmclient.AsyncClient(fleet.router.base_url) as client,
+        client.stream("List pets.", Pets, **SMALL) as s,
+    ):
+        items = [p async for p in s.items()]
+    assert items and s.value == items
+
+
+def test_a_worker_stopped_in_the_middle_of_generate_many_loses_no_item(fleet: Fleet) -> None:
+    """Last in the module: it stops the second worker. The gateway retries a failed request
+    on the other worker and drops the stopped one at its next health check (every second);
+    lmclient retries what still fails."""
+    halfway = threading.Event()
+    done = 0
+
+    def count(_index: int, _value: object) -> None:
+        nonlocal done
+        done += 1
+        if done == 60:
+            halfway.set()
+
+    def stop_the_second() -> None:
+        halfway.wait(600)
+        fleet.workers[1].stop()
+
+    stopper = threading.Thread(target=stop_the_second)
+    stopper.start()
+    try:
+        with lmclient.Client(fleet.router.base_url, max_retries=6) as client:
+            prompts = [f"{i:03d}: name a person and their age." for i in range(200)]
+            values = client.generate_many(prompts, Person, concurrency=4, on_result=count, **SMALL)
+    finally:
+        halfway.set()
+        stopper.join()
+    assert not fleet.workers[1].running
+    assert len(values) == 200 and all(isinstance(v, Person) for v in values)
