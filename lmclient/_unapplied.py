@@ -33,19 +33,18 @@ _STARTS = {
     "null": "n",
 }
 _ANY = frozenset("".join(_STARTS.values()))
-_SHOWN = 24  # characters of the answer quoted in the reason
 
 
 def unapplied(spec: OutputSpec[Any], plan: Plan, text: str) -> str | None:
-    """Why ``text`` cannot have come out of ``plan``'s constraint (for the error's message), or
-    ``None`` when it may have (or the constraint is not one whose starts are known here)."""
+    """Why ``text`` cannot have come out of ``plan``'s constraint (for the error's message,
+    without the text: that is the error's own), or ``None`` when it may have (or the
+    constraint is not one whose starts are known here)."""
     if not plan.fields or not text:
         return None
-    begins = f"the answer begins {text[:_SHOWN]!r}"
     if spec.kind == "choice" and not plan.wrapped and plan.decode is spec.decode:
         if any(option.startswith(text[: len(option)]) for option in spec.options):
             return None  # the raw text of a native choice: an option, or a cut one
-        return f"{begins}, which begins none of the options {list(spec.options)!r}"
+        return f"the answer begins as none of the options {list(spec.options)!r} does"
     scalar = spec.output_type in (bool, int, float)
     if spec.kind in ("grammar", "text") or (
         spec.kind == "regex" and not scalar and plan.decode is spec.decode
@@ -62,11 +61,12 @@ def unapplied(spec: OutputSpec[Any], plan: Plan, text: str) -> str | None:
     if encodings is not None and any(e.startswith(stripped[: len(e)]) for e in encodings):
         return None
     if encodings is not None:
-        return f"{begins}, which begins none of the values {list(encodings)!r}"
+        return f"the answer begins as none of the values {list(encodings)!r} does"
     if stripped[0] in (_ANY if allowed is None else allowed):
         return None
-    where = "" if allowed is None else f" with one of {''.join(sorted(allowed))!r}"
-    return f"{begins} where a JSON value must begin{where}"
+    if allowed is None:
+        return "the answer does not begin as a JSON value must"
+    return f"the answer does not begin with one of {''.join(sorted(allowed))!r}, as the type must"
 
 
 @functools.lru_cache(maxsize=256)

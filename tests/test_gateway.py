@@ -205,4 +205,4 @@ def test_a_text_the_constraint_rules_out_is_called_unapplied(
 ) -> None:
     spec = compile_output(output_type)
     why = unapplied(spec, get_dialect(dialect).plan(spec, "chat"), text)
-    assert why is not None and repr(text[:24]) in why
+    assert why is not None and text not in why  # the answer is the error's, not its detail
