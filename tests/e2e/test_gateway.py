@@ -18,7 +18,8 @@ import lmclient
 from scripts import gateway, llamacpp
 from tests.e2e.test_llamacpp import KINDS, SMALL, Person, Pet, Pets
 
-pytestmark = pytest.mark.slow
+# Two llama-servers and the gateway start with the first test: a minute on a busy machine.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
 class Fleet(msgspec.Struct):
@@ -87,6 +88,7 @@ async def test_async_stream_items(fleet: Fleet) -> None:
     assert items and s.value == items
 
 
+@pytest.mark.timeout(1800)  # 200 structured answers from a 270M model on two shared cores
 def test_a_worker_stopped_in_the_middle_of_generate_many_loses_no_item(fleet: Fleet) -> None:
     """Last in the module: it stops the second worker. The gateway retries a failed request
     on the other worker and drops the stopped one at its next health check (every second);
