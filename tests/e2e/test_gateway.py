@@ -53,12 +53,10 @@ def test_every_kind(name: str, output_type: Any, expected: type, fleet: Fleet) -
 
 
 def _cached(response: lmclient.Response[Any]) -> int:
-    """llama-server's count of prompt tokens it took from a slot's cache (``timings.cache_n``)."""
-    raw = response.raw
-    assert isinstance(raw, bytes)
-    timings = msgspec.json.decode(raw).get("timings", {})
-    cached: int = timings.get("cache_n", 0)
-    return cached
+    """The prompt tokens the worker took from a slot's cache (``cached_tokens``)."""
+    usage = response.usage
+    details = None if usage is None else usage.prompt_tokens_details
+    return 0 if details is None or details.cached_tokens is None else details.cached_tokens
 
 
 def test_the_same_prefix_lands_on_the_same_worker(fleet: Fleet) -> None:
