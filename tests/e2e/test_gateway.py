@@ -7,6 +7,7 @@ stopped in the middle of a `generate_many` of 200 items loses none, and streams 
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -86,11 +87,21 @@ async def test_async_stream_items(fleet: Fleet) -> None:
     assert items and s.value == items
 
 
+def _busy(workers: list[llamacpp.LlamaServer]) -> llamacpp.LlamaServer:
+    """A worker with a slot generating now (llama-server's ``GET /slots``), else the last."""
+    for worker in workers:
+        with llamacpp._NO_PROXY.open(worker.root_url + "/slots", timeout=10) as answer:
+            if any(slot.get("is_processing") for slot in json.loads(answer.read())):
+                return worker
+    return workers[-1]
+
+
 @pytest.mark.timeout(1800)  # 200 structured answers from a 270M model on two shared cores
 def test_a_worker_stopped_in_the_middle_of_generate_many_loses_no_item(fleet: Fleet) -> None:
-    """Last in the module: it stops the second worker. The gateway retries a failed request
-    on the other worker and drops the stopped one at its next health check (every second);
-    lmclient retries what still fails."""
+    """Last in the module: it stops a worker that is generating (the cache-aware policy may
+    send a run's prompts to one worker only). The gateway retries a failed request on the
+    other worker and drops the stopped one at its next health check (every second); lmclient
+    retries what still fails."""
     halfway = threading.Event()
     done = 0
 
@@ -100,11 +111,14 @@ def test_a_worker_stopped_in_the_middle_of_generate_many_loses_no_item(fleet: Fl
         if done == 60:
             halfway.set()
 
-    def stop_the_second() -> None:
-        halfway.wait(600)
-        fleet.workers[1].stop()
+    stopped: list[llamacpp.LlamaServer] = []
 
-    stopper = threading.Thread(target=stop_the_second)
+    def stop_a_busy_one() -> None:
+        halfway.wait(600)
+        stopped.append(_busy(fleet.workers))
+        stopped[0].stop()
+
+    stopper = threading.Thread(target=stop_a_busy_one)
     stopper.start()
     try:
         with lmclient.Client(fleet.router.base_url, max_retries=6) as client:
@@ -113,5 +127,5 @@ def test_a_worker_stopped_in_the_middle_of_generate_many_loses_no_item(fleet: Fl
     finally:
         halfway.set()
         stopper.join()
-    assert not fleet.workers[1].running
+    assert stopped and not stopped[0].running
     assert len(values) == 200 and all(isinstance(v, Person) for v in values)
