@@ -138,6 +138,7 @@ class Gateway:
         policy: str = "cache_aware",
         health_interval: int = 1,
         health_failures: int = 1,
+        request_timeout: int = 60,
         extra_args: Sequence[str] = (),
         ready_timeout: float = READY_TIMEOUT,
         log_path: Path | None = None,
@@ -147,6 +148,7 @@ class Gateway:
         self.policy = policy
         self.health_interval = health_interval
         self.health_failures = health_failures
+        self.request_timeout = request_timeout
         self.extra_args = tuple(extra_args)
         self.ready_timeout = ready_timeout
         self._log_path_arg = log_path
@@ -198,6 +200,9 @@ class Gateway:
             "1",
             "--health-check-timeout-secs",
             "2",
+            # A worker stopped mid-request must not hold the request for the default 30 min.
+            "--request-timeout-secs",
+            str(self.request_timeout),
             # Its metrics listener defaults to port 29000: a second gateway would die on it.
             "--prometheus-host",
             llamacpp.LOOPBACK,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Literal
 
 import msgspec
@@ -83,35 +83,41 @@ def test_a_forced_dialect_whose_fields_the_gateway_drops_is_not_called_truncatio
 
 
 def test_a_worker_stopped_in_the_middle_of_generate_many_loses_no_item() -> None:
-    stopped = threading.Event()
-    first = _worker()
-    count = 0
+    """The worker that takes the 40th request is stopped then (the cache-aware policy may send
+    most of a run to one worker): the gateway retries on the other and drops the stopped one
+    at its next health check, lmclient retries what still fails, and no item is lost."""
+    chosen = threading.Event()
     lock = threading.Lock()
+    counts = [0, 0]
+    victim: list[int] = []
 
-    def maybe_stop(_request: object) -> None:
-        nonlocal count
-        with lock:
-            count += 1
-            if count == 40:
-                stopped.set()
+    def counter(index: int) -> Callable[[object], None]:
+        def on_request(_request: object) -> None:
+            with lock:
+                counts[index] += 1
+                if sum(counts) == 40:
+                    victim.append(index)
+                    chosen.set()
 
-    second = _worker(on_request=maybe_stop)
-    with _fleet(first, second) as (router, stacks):
+        return on_request
 
-        def stop_the_second() -> None:
-            stopped.wait(60)
-            stacks[1].close()
+    workers = [_worker(on_request=counter(0)), _worker(on_request=counter(1))]
+    with _fleet(*workers) as (router, stacks):
 
-        stopper = threading.Thread(target=stop_the_second)
+        def stop_the_chosen() -> None:
+            if chosen.wait(60) and victim:
+                stacks[victim[0]].close()
+
+        stopper = threading.Thread(target=stop_the_chosen)
         stopper.start()
         try:
-            with lmclient.Client(router.base_url, max_retries=6) as client:
+            # A request cut by the stop may hang in the gateway: lmclient's timeout retries it.
+            with lmclient.Client(router.base_url, max_retries=6, timeout=10) as client:
                 prompts = [f"{i:03d}: who is this person?" for i in range(200)]
                 values = client.generate_many(prompts, Person, concurrency=8)
         finally:
-            stopped.set()
+            chosen.set()
             stopper.join()
+    assert victim  # a worker was stopped in the middle of the run
     assert len(values) == 200 and all(isinstance(v, Person) for v in values)
-    assert count >= 40  # the second worker served until it was stopped
-    served = [r for w in (first, second) for r in w.requests if r.method == "POST"]
-    assert len(served) >= 200
+    assert sum(counts) >= 200

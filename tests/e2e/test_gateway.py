@@ -121,7 +121,7 @@ def test_a_worker_stopped_in_the_middle_of_generate_many_loses_no_item(fleet: Fl
     stopper = threading.Thread(target=stop_a_busy_one)
     stopper.start()
     try:
-        with lmclient.Client(fleet.router.base_url, max_retries=6) as client:
+        with lmclient.Client(fleet.router.base_url, max_retries=6, timeout=300) as client:
             prompts = [f"{i:03d}: name a person and their age." for i in range(200)]
             values = client.generate_many(prompts, Person, concurrency=4, on_result=count, **SMALL)
     finally:
