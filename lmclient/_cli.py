@@ -43,6 +43,7 @@ DIALECT_NAMES = (
     "generic",
     "ollama",
     "lmstudio",
+    "sglang-gateway",
     "openai",
 )
 _TYPES = ("int", "float", "bool", "json")

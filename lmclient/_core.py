@@ -64,6 +64,7 @@ from ._tools import (
     tool_table,
 )
 from ._types import DECODE_ERRORS, OutputSpec, compile_output
+from ._unapplied import unapplied
 from .errors import ConfigurationError
 
 __all__ = ["Call", "ClientCore", "Lookup", "PreparedRequest"]
@@ -948,8 +949,9 @@ class Call(msgspec.Struct, Attempts):
         try:
             value = self.plan.decode(text)
         except errors.ValidationError as exc:
-            self.spend(exc, usage)
-            raise self.explained(exc) from None
+            error = self.unapplied(text) or exc
+            self.spend(error, usage)
+            raise self.explained(error) from None
         spent = self.spent
         return Response(
             [value],
@@ -1041,7 +1043,8 @@ class Call(msgspec.Struct, Attempts):
                 raise errors.ServerError("the server aborted the generation", status_code=200)
             if reason == "length" and constrained:
                 raise self.explained(
-                    errors.TruncatedError(text=text, output_type=self._type, usage=usage)
+                    self.unapplied(text)
+                    or errors.TruncatedError(text=text, output_type=self._type, usage=usage)
                 )
             if not text and reasoning and constrained:
                 raise errors.ValidationError(
@@ -1053,9 +1056,10 @@ class Call(msgspec.Struct, Attempts):
             try:
                 values.append(self.plan.decode(text))
             except errors.ValidationError as exc:
+                error = self.unapplied(text) or exc
                 if len(texts) > 1:
-                    exc.attempts = list(texts)
-                raise self.explained(exc) from None  # the same exception, its message completed
+                    error.attempts = list(texts)
+                raise self.explained(error) from None  # its message completed
         calls: tuple[ToolCall[Any], ...] = ()
         if self.tools:
             cut = reasons[0] == "length"
@@ -1072,6 +1076,20 @@ class Call(msgspec.Struct, Attempts):
                     truncated.args = (f"{truncated}; {exc.detail}",)
                 raise truncated from None
         return values, calls
+
+    def unapplied(self, text: str) -> errors.ConstraintIgnoredError | None:
+        """The error for an answer that shows the constraint was never applied (`unapplied`),
+        if ``text`` does: said instead of a cut or a decoding error, which would mislead."""
+        why = unapplied(self.spec, self.plan, text)
+        if why is None:
+            return None
+        return errors.ConstraintIgnoredError(
+            text=text,
+            output_type=self._type,
+            fields=list(self.plan.fields),
+            dialect=self.plan.dialect,
+            why=why,
+        )
 
     def explained(self, exc: errors.ValidationError) -> errors.ValidationError:
         """``exc``, its message followed by the set-up's caveat, if any."""

@@ -56,6 +56,7 @@ class Plan:
     emulated: bool = False  # the server is told something equivalent, not the constraint itself
     compact: bool = False  # lmclient's compact grammar, not the server's JSON converter
     budget: Budget | None = None  # the tokens an exactly constrained, bounded answer may need
+    dialect: str = ""  # the dialect that made it, for the errors that name its fields
 
 
 class Budget(NamedTuple):
@@ -100,6 +101,10 @@ class Dialect:
     object_root: bool = False
     stream_usage: bool = True  # reads stream_options.include_usage
     constrained_endpoints: frozenset[str] = frozenset({"chat", "completions"})
+    # A Regex as a JSON string with ``pattern`` (else refused: the servers behind may not
+    # enforce a pattern), and what a refusal adds (what to do instead).
+    regex_as_schema: bool = True
+    advice: str = ""
 
     @functools.cached_property
     def server(self) -> Server | None:
@@ -167,7 +172,8 @@ class Dialect:
         key = (self.name, endpoint, compact)
         plan = spec.plans.get(key)
         if plan is None:
-            plan = spec.plans[key] = self._plan(spec, endpoint, compact)
+            made = self._plan(spec, endpoint, compact)
+            plan = spec.plans[key] = dataclasses.replace(made, dialect=self.name)
         return plan
 
     def _plan(self, spec: OutputSpec[Any], endpoint: Endpoint, compact: bool) -> Plan:
@@ -176,7 +182,7 @@ class Dialect:
         if endpoint not in self.constrained_endpoints:
             raise UnsupportedConstraintError(
                 f"dialect {self.name!r} cannot constrain the {endpoint} endpoint "
-                f"(the server ignores constraint fields there); use endpoint='chat'"
+                f"(the server ignores constraint fields there); use endpoint='chat'" + self.advice
             )
         grammar = spec.compact if compact and self.compact is not None else None
         if grammar is not None:
@@ -200,10 +206,16 @@ class Dialect:
             able = [d.name for d in DIALECTS.values() if spec.syntax in d.grammar_syntaxes]
             raise UnsupportedConstraintError(
                 f"dialect {self.name!r} cannot take a {spec.syntax} grammar; "
-                f"dialect= values that can: {', '.join(able)}"
+                f"dialect= values that can: {', '.join(able)}" + self.advice
             )
         assert spec.schema is not None and spec.decode_json is not None
         emulated = spec.kind in ("regex", "choice") and spec.output_type not in (int, float, bool)
+        if spec.kind == "regex" and emulated and not self.regex_as_schema:
+            raise UnsupportedConstraintError(
+                f"dialect {self.name!r} cannot take a Regex: its only constraint field is "
+                f"response_format json_schema, and the servers behind it may not enforce a "
+                f"string pattern" + self.advice
+            )
         if self.object_root and not spec.root_is_object:
             schema, decode = spec.wrapped
             fields = self.schema(schema, spec.name, endpoint)
@@ -385,6 +397,20 @@ DIALECTS: dict[str, Dialect] = _dialects(
     ),
     Dialect("lmstudio", schema=_response_format),  # LM Studio answers json_object with 400
     Dialect(
+        "sglang-gateway",  # sglang-router --backend openai: see `_servers`
+        schema=_strict_response_format,
+        any_json=_JSON_OBJECT,
+        constrained_endpoints=frozenset({"chat"}),  # its /v1/completions answers 501
+        regex_as_schema=False,
+        advice=(
+            "; the SGLang Model Gateway (sglang-router) with --backend openai forwards only "
+            "OpenAI's response_format json_schema to workers of unknown kind: use a JSON output "
+            "type (a Struct, Literal, int...), or run the gateway with --backend sglang in "
+            "front of SGLang workers (lmclient then sends SGLang's regex and ebnf), or call a "
+            "worker directly with its dialect="
+        ),
+    ),
+    Dialect(
         "openai",
         schema=_strict_response_format,
         any_json=_JSON_OBJECT,
@@ -405,20 +431,22 @@ def get_dialect(name: str) -> Dialect:
 # -- detection (dialect="auto") -------------------------------------------------------------
 
 # Probed once per client, relative to the server root (base_url without "/v1").
-PROBE_PATHS = tuple(dict.fromkeys(path for server in SERVERS.values() for path in server.probes))
+PROBE_PATHS = tuple(
+    dict.fromkeys(path for server in SERVERS.values() for path in (*server.probes, *server.also))
+)
 # The probes worth asking when the model list's cards name their server (`Server.owner`).
 OWNED_PROBES: dict[str, tuple[str, ...]] = {}
 for _server in SERVERS.values():
     if _server.owner is not None:
         OWNED_PROBES[_server.owner] = tuple(
-            dict.fromkeys([*OWNED_PROBES.get(_server.owner, ()), *_server.probes])
+            dict.fromkeys([*OWNED_PROBES.get(_server.owner, ()), *_server.probes, *_server.also])
         )
 
 
 class ServerInfo(msgspec.Struct, frozen=True):
     """What `dialect="auto"` learnt about the server."""
 
-    kind: str  # vllm, sglang, llamacpp, tgi, ollama, openai, or unknown
+    kind: str  # vllm, sglang, sglang-gateway, llamacpp, tgi, ollama, openai, or unknown
     dialect: str
     version: str | None = None
     models: list[str] = []
@@ -438,11 +466,13 @@ def detect(host: str, probes: dict[str, Any], models: list[str]) -> ServerInfo:
             answer = probes.get(path)
             if answer is None or (server.marks and not any(m in answer for m in server.marks)):
                 continue
+            if any(path not in probes for path in server.also):
+                continue
             version = answer.get(server.version_key)
             version = version if isinstance(version, str) else None
             if server.covers(version):
                 caps = answer.get("chat_template_caps")
                 tools = caps.get("supports_tool_calls") if isinstance(caps, dict) else None
                 tools = tools if isinstance(tools, bool) else None
-                return ServerInfo(server.kind, dialect, version, models, tools)
+                return ServerInfo(server.kind, server.dialect or dialect, version, models, tools)
     return ServerInfo("unknown", "generic", None, models)

@@ -92,6 +92,7 @@ ENDPOINTS: dict[str, Endpoints] = {
     "tgi": Endpoints(False, False, False, None),
     "ollama": Endpoints(True, True, True, None),
     "lmstudio": Endpoints(True, False, True, None),
+    "sglang-gateway": Endpoints(False, False, False, None),  # 501 with --backend openai
     "openai": Endpoints(True, True, True, None),
     "generic": Endpoints(True, False, True, None),
 }

@@ -90,6 +90,7 @@ CONTROLS: dict[str, Controls] = {
     "generic": Controls(effort=_EFFORT),
     "ollama": Controls(_only_off, None, _EFFORT),
     "lmstudio": Controls(effort=_EFFORT),
+    "sglang-gateway": Controls(effort=_EFFORT),  # forwarded; the budgets are dropped
     "openai": Controls(effort=_EFFORT),
 }
 

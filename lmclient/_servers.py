@@ -68,6 +68,10 @@ class Server:
     # The ``owned_by`` of its ``GET /v1/models`` cards, where the server names itself there:
     # detection's first question, which then asks only this server's probes.
     owner: str | None = None
+    # Other probe paths that must answer a JSON object too (the answer FakeLLM gives each),
+    # and the dialect detection then picks, where it is not the row's key.
+    also: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    dialect: str = ""
     since: tuple[int, ...] = ()  # the releases this row describes: [since, successor.release)
     successor: Successor | None = None
 
@@ -119,9 +123,58 @@ _OLLAMA_READS = frozenset(
     }
 )  # fmt: skip
 
-# Keyed by the dialect that speaks to each, in the order detection tries them: /version last,
-# since other servers (SGLang) answer it too.
+# The SGLang Model Gateway (sglang-router 0.3.2), run here in front of recording workers
+# (tests/fixtures/sglang-router/): it answers /get_server_info, as SGLang before 0.4.5 did, with
+# router counts instead of a version, and /get_model_info as its backend allows: 501 with
+# --backend openai, the worker's answer with --backend sglang. It parses every chat request into
+# its own OpenAI-plus-SGLang model and sends that on: ``grammar``, a top-level ``json_schema``,
+# ``structured_outputs``, ``guided_*``, ``user``, ``rid``, ``priority``, ``cache_salt`` and the
+# thinking budgets are dropped, ``response_format``, ``regex`` and ``ebnf`` kept. With --backend
+# openai its workers' kind is not known (``regex`` and ``ebnf`` reach a llama.cpp worker, which
+# ignores them) and /v1/completions answers 501; with --backend sglang, completions go through
+# with every field, and its workers are SGLang servers.
+_GATEWAY_DROPS = (
+    "sglang-router drops it (its chat request model has no such field); send it to a "
+    "worker directly"
+)
+_GATEWAY_DROPPED = (
+    "user",
+    "rid",
+    "priority",
+    "cache_salt",
+    "thinking_token_budget",
+    "reasoning_budget_tokens",
+)
+GATEWAY_ANSWER: Mapping[str, Any] = {"router_manager": True, "routers_count": 1, "workers_count": 2}
+
+# Keyed by the dialect that speaks to each, in the order detection tries them: the gateway
+# before SGLang (both answer /get_server_info), /version last, since other servers (SGLang)
+# answer it too.
 SERVERS: dict[str, Server] = {
+    "sglang-gateway-sglang": Server(
+        "sglang-gateway",
+        probes=("/get_server_info",),
+        marks=("router_manager",),
+        version_key="version",
+        answer=GATEWAY_ANSWER,
+        # SGLang's fields, forwarded to SGLang workers (as the sglang row below, on both).
+        obeys={
+            "chat": frozenset({"response_format", "regex", "ebnf"}),
+            "completions": frozenset({"response_format", "json_schema", "regex", "ebnf"}),
+        },
+        also={"/get_model_info": {"model_path": "fake-model", "is_generation": True}},
+        dialect="sglang",
+    ),
+    "sglang-gateway": Server(
+        "sglang-gateway",
+        probes=("/get_server_info",),
+        marks=("router_manager",),
+        version_key="version",
+        answer=GATEWAY_ANSWER,
+        # response_format only: the other constraint fields it forwards bind SGLang workers only
+        obeys={"chat": frozenset({"response_format"}), "completions": frozenset()},
+        ignores={"chat": dict.fromkeys(_GATEWAY_DROPPED, _GATEWAY_DROPS)},
+    ),
     "sglang": Server(
         "sglang",
         probes=("/server_info", "/get_server_info"),  # the second before SGLang 0.4.5

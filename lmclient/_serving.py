@@ -98,6 +98,7 @@ SERVING: dict[str, dict[str, Place]] = {
     "generic": {},
     "ollama": {},
     "lmstudio": {},
+    "sglang-gateway": {},  # the gateway drops rid, priority and cache_salt
     "openai": {},
 }
 

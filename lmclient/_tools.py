@@ -200,6 +200,7 @@ CHOICES: dict[str, dict[str, str]] = {
         "tool": _OLLAMA_CHOICE,
     },
     "lmstudio": {"auto": "sent", "required": "sent", "none": "sent", "tool": "sent"},
+    "sglang-gateway": {"auto": "sent", "required": "sent", "none": "sent", "tool": "sent"},
     "openai": {"auto": "sent", "required": "sent", "none": "sent", "tool": "sent"},
 }
 
@@ -231,6 +232,7 @@ ENFORCEMENT: dict[str, str] = {
     "generic": "not known: the server's own",
     "ollama": "parsed from the model's output, not constrained; no `tool_choice` field",
     "lmstudio": "not known: the server's own",
+    "sglang-gateway": "not known: the workers' own (the gateway forwards tools and tool_choice)",
     "openai": "the API's own",
 }
 

@@ -16,6 +16,7 @@ The exception hierarchy. Every failure a caller can see is one of these:
     + ProtocolError              the server's bytes are not the protocol (bad JSON/SSE, too big)
   x ValidationError              the output does not match the output type
     + TruncatedError             finish_reason == "length"
+    + ConstraintIgnoredError     the answer shows the constraint fields never reached the decoder
     + RefusalError               message.refusal or finish_reason == "content_filter"
   x UnsupportedConstraintError   the dialect cannot express the constraint (raised before sending)
   x ConfigurationError           the client cannot be made as asked: URL, header, API key, limit
@@ -47,6 +48,7 @@ __all__ = [
     "BadRequestError",
     "ClientClosedError",
     "ConfigurationError",
+    "ConstraintIgnoredError",
     "ContextLengthError",
     "LMClientError",
     "NotFoundError",
@@ -221,6 +223,31 @@ class TruncatedError(ValidationError):
             output_type=output_type,
         )
         self.usage = usage
+
+
+class ConstraintIgnoredError(ValidationError):
+    """The answer could not have come out of the constraint lmclient sent (prose where a JSON
+    object must begin, a first character no option of a `Literal` has): the server, or a
+    gateway or proxy in front of it, accepted the constraint ``fields`` and ignored them. Said
+    instead of truncation or a decoding error, whatever the finish reason, since raising
+    ``max_tokens`` cannot help: the dialect (or the gateway's mode) must change. A re-ask
+    (``max_reasks``) may still get a valid value from the model's own compliance."""
+
+    def __init__(
+        self, *, text: str, output_type: Any, fields: list[str], dialect: str, why: str
+    ) -> None:
+        names = ", ".join(fields)
+        super().__init__(
+            f"the server, or a gateway or proxy in front of it, ignored the constraint "
+            f"field(s) {names} of dialect {dialect!r}: {why} (not a max_tokens cut); pass "
+            "the dialect of the server that reads them "
+            "(dialect=...; 'generic' sends only response_format), or behind the SGLang Model "
+            "Gateway use dialect='auto', which detects it and its --backend mode",
+            text=text,
+            output_type=output_type,
+        )
+        self.fields = fields
+        self.dialect = dialect
 
 
 class RefusalError(ValidationError):

@@ -418,6 +418,19 @@ def expected_fields(
                 "json_schema": {"name": kind.name, "schema": schema, "strict": True},
             }
         }
+    if dialect == "sglang-gateway":  # strict response_format, chat only, no Regex or grammar
+        regex = k == "regex" and kind.id not in SCALAR_GBNF
+        if endpoint == "completions" or k == "grammar" or regex or kind.strict == UNSUPPORTED:
+            raise UnsupportedConstraintError
+        if k == "any":
+            return {"response_format": {"type": "json_object"}}
+        schema = kind.strict if kind.strict is not None else kind.schema
+        return {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": kind.name, "schema": schema, "strict": True},
+            }
+        }
     if dialect == "llamacpp":
         if k == "grammar":
             return {"grammar": payload}

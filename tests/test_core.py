@@ -187,8 +187,8 @@ def test_error_status_from_finish() -> None:
 
 def test_truncated_output_raises_truncated_error_with_text_and_usage() -> None:
     with pytest.raises(errors.TruncatedError) as info:
-        finish(call(int), chat_body('{"a": ', finish_reason="length"))
-    assert info.value.text == '{"a": '
+        finish(call(list[int]), chat_body("[1, 2", finish_reason="length"))
+    assert info.value.text == "[1, 2"
     assert info.value.usage == lmclient.Usage(3, 5, 8)
     assert isinstance(info.value, errors.ValidationError)
 
@@ -343,7 +343,7 @@ def test_the_listing_names_the_probes_worth_asking(owners: list[Any], asked: lis
     cards = [{"id": f"m{i}", "owned_by": owner} for i, owner in enumerate(owners)]
     listing = core.listing_call().finish(200, {}, json.dumps({"data": cards}).encode())
     calls = core.probe_calls(listing)
-    assert [p for p, c in zip(PROBE_PATHS, calls, strict=True) if c is not None] == asked
+    assert {p for p, c in zip(PROBE_PATHS, calls, strict=True) if c is not None} == set(asked)
 
 
 # -- retry decisions ----------------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import Any, Literal
 import pytest
 
 import lmclient
-from lmclient._dialects import ServerInfo, detect
+from lmclient._dialects import PROBE_PATHS, ServerInfo, detect
 from lmclient._servers import release
 from lmclient.testing import FakeLLM
 from tests.conftest import LLAMACPP_LIVE
@@ -103,7 +103,7 @@ def test_sync_client_detects_once_and_uses_the_dialect(name: str) -> None:
         assert client.server_info is not None and client.server_info.models == ["fake-model"]
         assert client.model == "fake-model"
     probes = [r for r in fake.requests if r.method == "GET"]
-    assert len(probes) == 7  # six probe paths and the model list, once
+    assert len(probes) == len(PROBE_PATHS) + 1  # the probe paths and the model list, once
     chats = [r for r in fake.requests if r.endpoint == "chat"]
     assert [_choice_fields(r.body) for r in chats] == [EXPECTED_CHOICE[dialect]] * 2
 
@@ -122,7 +122,7 @@ async def test_async_client_detects_once(name: str) -> None:
             )
             assert values == ["yes"] * 8
             assert client.dialect == dialect
-    assert len([r for r in fake.requests if r.method == "GET"]) == 7
+    assert len([r for r in fake.requests if r.method == "GET"]) == len(PROBE_PATHS) + 1
 
 
 def test_grammar_on_an_unknown_server_names_the_dialects_that_work() -> None:
@@ -193,7 +193,7 @@ def test_probe_is_public_and_keeps_an_explicit_dialect() -> None:
             assert client.model == "fake-model"
         with lmclient.Client(url) as client:
             assert client.probe().dialect == client.dialect == "llamacpp"
-    assert len([r for r in fake.requests if r.method == "GET"]) == 14
+    assert len([r for r in fake.requests if r.method == "GET"]) == 2 * (len(PROBE_PATHS) + 1)
 
 
 async def test_async_probe() -> None:
@@ -297,7 +297,7 @@ def test_no_caveat_when_the_version_says_the_fields_are_read() -> None:
 # -- what detection costs: the model list first, then only the probes it leaves open ------------
 
 # The requests of detection per server (the model list, then its probes), over real sockets.
-COST = {"vllm": 2, "vllm-guided": 2, "sglang": 3, "llamacpp": 2, "tgi": 7, "ollama": 7}
+COST = {"vllm": 2, "vllm-guided": 2, "sglang": 3, "llamacpp": 2, "tgi": 8, "ollama": 8}
 
 
 @pytest.mark.parametrize("kind", list(COST))

@@ -34,6 +34,7 @@ FAKE_SERVER = {
     "tgi": "tgi",
     "ollama": "ollama",
     "lmstudio": "generic",
+    "sglang-gateway": "sglang-gateway",
     "openai": "generic",
     "generic": "generic",
 }

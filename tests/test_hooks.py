@@ -100,7 +100,7 @@ def test_every_event_of_a_call_with_a_retry_and_a_reask() -> None:
 
 def test_a_call_failed_after_its_reasks_reports_what_it_cost() -> None:
     fake = FakeLLM()
-    fake.reply_sequence(["not a number", "still not"])
+    fake.reply_sequence(["12 apples", "34 pears"])  # an int's start: a ValidationError
     events: list[HookEvent] = []
     with (
         fake.serve() as url,
@@ -196,7 +196,7 @@ async def test_an_async_stream_closed_early_says_so() -> None:
 
 def test_a_stream_that_fails_to_validate_reports_the_failure() -> None:
     fake = FakeLLM()
-    fake.reply("not a number")
+    fake.reply("12 apples")
     events: list[HookEvent] = []
     with (
         fake.serve() as url,

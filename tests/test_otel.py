@@ -234,7 +234,7 @@ def test_an_invalid_stream_has_an_error_span(spans: InMemorySpanExporter) -> Non
     from opentelemetry.trace import StatusCode
 
     fake = FakeLLM()
-    fake.reply("not a number")
+    fake.reply("12 apples")
     with (
         fake.serve() as url,
         lmclient.Client(url, model="fake-model", tracing=True) as client,

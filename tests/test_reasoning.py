@@ -61,6 +61,12 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "budget": None,
         "effort": {"reasoning_effort": "low"},
     },
+    "sglang-gateway": {  # chat_template_kwargs would pass, but the workers' kind is not known
+        "thinking=True": None,
+        "thinking=False": None,
+        "budget": None,
+        "effort": {"reasoning_effort": "low"},
+    },
     "openai": {
         "thinking=True": None,
         "thinking=False": None,

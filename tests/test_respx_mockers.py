@@ -15,6 +15,7 @@ import pytest
 import respx
 
 import lmclient
+from lmclient._dialects import PROBE_PATHS
 from lmclient._transports.common import respx_watches
 
 URL = "http://llm.test/v1"
@@ -148,4 +149,4 @@ async def test_whatever_detection_gets_the_async_call_goes_on_as_generic() -> No
         async with lmclient.AsyncClient(URL, model="m") as client:
             assert await client.generate("Q") == "hi"
             assert client.dialect == "generic"
-    assert (route.call_count, probed.call_count) == (1, 6)
+    assert (route.call_count, probed.call_count) == (1, len(PROBE_PATHS))

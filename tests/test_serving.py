@@ -42,7 +42,7 @@ EXPECTED: dict[str, dict[str, tuple[dict[str, Any], dict[str, str]] | None]] = {
     },
     **{
         name: {"request_id": None, "priority": None, "cache_salt": None}
-        for name in ("llamacpp", "tgi", "generic", "ollama", "lmstudio", "openai")
+        for name in ("llamacpp", "tgi", "generic", "ollama", "lmstudio", "sglang-gateway", "openai")
     },
 }
 VALUES: dict[str, Any] = {"request_id": "req-1", "priority": -3, "cache_salt": "tenant-a"}

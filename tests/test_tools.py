@@ -158,6 +158,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "tool": None,
     },
     "lmstudio": ALL_SENT,
+    "sglang-gateway": ALL_SENT,
     "openai": ALL_SENT,
 }
 

@@ -154,6 +154,8 @@ class FakeLLM:
             if server is None:
                 answer[known.version_key] = ANY_DIALECT_VLLM
             self.add_route("GET", known.probes[0], answer)
+            for path, also in known.also.items():  # a second probe that tells the kind apart
+                self.add_route("GET", path, dict(also))
 
     @property
     def base_url(self) -> str | None:

@@ -69,7 +69,9 @@ def test_lmclient_requests_ask_for_their_type_in_every_dialect(dialect: str) -> 
                 assert not request.asks_for(NEVER_SENT)
                 assert request.asks_for(str) == (tp is str)
                 checked += 1
-    assert checked >= len(OUTPUT_TYPES)  # at least chat for each type everywhere
+    # At least chat for each type everywhere, but where the dialect refuses a Regex and a
+    # grammar on both endpoints (behind sglang-router --backend openai).
+    assert checked >= len(OUTPUT_TYPES) - (2 if dialect == "sglang-gateway" else 0)
 
 
 def test_equivalent_types_ask_alike() -> None:
