@@ -7,6 +7,11 @@ The rules, and why:
 
 * The base URL is an ``http`` or ``https`` URL with a host and no query or fragment: lmclient
   appends ``/chat/completions`` and the like to it, which a query or fragment would swallow.
+* A port, if the URL has one, is 1 to 65535 in ASCII digits. httpx reads ``:99999`` and ``:0``
+  as given (a socket then connects to the number modulo 65536, or to port 80, and an asyncio
+  one raises `OverflowError`) and ``:+80``, ``: 80``, ``:٣`` and ``host:`` as ports too, so the
+  URL's own text is checked, before httpx parses it, and whichever transport then sends (its
+  own, a user's httpx client, or a Unix socket's Host header) gets a port the URL says.
 * Credentials in the URL (``http://user:pass@host/v1``) become ``Authorization: Basic`` as httpx
   sends them, and are removed from the URL that lmclient keeps, logs and shows. Given with an
   ``api_key`` argument as well, they are refused (which one was meant?); an API key from the
@@ -54,6 +59,8 @@ __all__ = [
 UDS_BASE_URL = "http://localhost/v1"  # the base URL of a client given only uds=
 _SUN_PATH = 108 if sys.platform == "linux" else 104  # sockaddr_un's path, with its NUL
 
+_AUTHORITY_END = re.compile(r"[/?#]")
+_PORT = re.compile(r"[0-9]{1,5}")  # (str.isdigit() would take other scripts' digits)
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _BAD_VALUE = re.compile(r"[^\t\x20-\x7e\x80-\xff]")
 _LMCLIENT_SETS = frozenset(
@@ -84,6 +91,9 @@ class ClientURL:
 
 def client_url(base_url: str) -> ClientURL:
     """Check ``base_url`` and take its credentials out of it (see the module's rules)."""
+    port_problem = _port_problem(base_url)
+    if port_problem:
+        raise ConfigurationError(port_problem)
     try:
         url = httpx.URL(base_url)
     except httpx.InvalidURL as exc:
@@ -106,6 +116,26 @@ def client_url(base_url: str) -> ClientURL:
             f"base_url must have no query or fragment (lmclient appends paths to it): {shown!r}"
         )
     return ClientURL(shown.rstrip("/"), url.host, authorization)
+
+
+def _port_problem(base_url: str) -> str | None:
+    """What is wrong with the port in ``base_url``'s authority (``None``: nothing, or no port),
+    read from the text itself: httpx accepts ports out of range and normalises malformed ones
+    away. The credentials are cut off first (a password may hold a colon) and never quoted."""
+    scheme, sep, rest = base_url.partition("://")
+    if not sep:
+        return None  # not a URL with an authority: httpx's parse and the scheme check say why
+    authority = _AUTHORITY_END.split(rest, 1)[0].rpartition("@")[2]
+    host_end = authority.rfind("]") + 1  # after an IPv6 literal's brackets, if any
+    host, colon, port = authority[host_end:].partition(":")
+    if not colon:
+        return None
+    shown = f"{scheme}://{authority[:host_end]}{host}"
+    if not _PORT.fullmatch(port):
+        return f"base_url {shown}:{port!r}: a port is 1 to 5 ASCII digits"
+    if not 1 <= int(port) <= 65535:
+        return f"base_url {shown}:{port}: a port is 1 to 65535, not {int(port)}"
+    return None
 
 
 def client_uds(uds: str | os.PathLike[str], url: ClientURL) -> str:
