@@ -33,6 +33,7 @@ from lmclient._transports.common import (
     httpx_request,
     io_error,
     or_none,
+    per_process,
     raw_response,
     readability,
     ssl_context,
@@ -373,12 +374,28 @@ class AsyncTransport:
         self._client = http_client
         self._uds = uds  # every connection to this Unix socket, whatever the URL's host
         self._via_httpx = http_client is not None or proxy is not None
+        self._proxy = proxy
         self._pool: Pool[_AsyncConnection] = Pool()
         self._targets = Targets()
         self._ssl: ssl.SSLContext | None = None
         self._httpx: httpx.AsyncHTTPTransport | None = None  # via a proxy, or under respx
         if proxy is not None:
             self._httpx = proxied(httpx.AsyncHTTPTransport, proxy, limits=DEFAULT_LIMITS)
+        per_process(self)
+
+    def after_fork(self) -> None:
+        """In a forked child: forget the parent's connections, closing none. They belong to
+        the parent's event loop, whose epoll instance the two processes share: closing one
+        here would unregister its socket from the parent's loop too (a parent call waiting on
+        it would then wait for ever). The child never runs that loop; the sockets close with
+        the child. httpx's pool (a proxy's, respx's) is replaced the same way, unclosed."""
+        self._pool.forget()
+        if self._httpx is not None:
+            self._httpx = None
+            if self._proxy is not None:
+                self._httpx = proxied(
+                    httpx.AsyncHTTPTransport, self._proxy, limits=DEFAULT_LIMITS
+                )
 
     def send(
         self,

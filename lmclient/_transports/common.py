@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import select
 import socket
 import sys
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
@@ -237,6 +239,35 @@ class _Connection(Protocol):
 C = TypeVar("C", bound=_Connection)
 
 
+class _Forked(Protocol):
+    def after_fork(self) -> None:
+        """In a forked child: forget what belongs to the parent process."""
+
+
+# Every transport of this process, told when it has forked (`forked_child`).
+_TRANSPORTS: weakref.WeakSet[_Forked] = weakref.WeakSet()
+
+
+def per_process(transport: _Forked) -> None:
+    """Have ``transport`` forget its connections in a child forked from this process.
+
+    A pooled socket survives ``fork()`` in both processes: two processes writing requests to one
+    connection read each other's answers (a pre-fork server whose master made one call before
+    forking: gunicorn ``--preload``, uWSGI, `multiprocessing` with fork). The reset runs in the
+    child, before its first call, so the calls themselves pay nothing for it (a process check
+    at every checkout would be a system call per call: glibc no longer caches the pid)."""
+    _TRANSPORTS.add(transport)
+
+
+def _forked_child() -> None:
+    for transport in list(_TRANSPORTS):
+        transport.after_fork()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork
+    os.register_at_fork(after_in_child=_forked_child)
+
+
 class Pool(Generic[C]):
     """Idle connections per origin, last in first out; and every open one (``opened``), so
     that closing the pool closes the checked-out ones too.
@@ -315,6 +346,14 @@ class Pool(Generic[C]):
             conn.close()
         self.idle.clear()
         self.opened.clear()
+
+    def forget(self) -> list[C]:
+        """Empty the pool without closing anything (in a forked child: the connections are
+        the parent's); returns what it held."""
+        inherited = list(self.opened)
+        self.idle = {}
+        self.opened = set()
+        return inherited
 
 
 class PatchWatch:

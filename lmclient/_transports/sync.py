@@ -33,6 +33,7 @@ from lmclient._transports.common import (
     httpx_request,
     io_error,
     or_none,
+    per_process,
     raw_response,
     readability,
     remaining,
@@ -226,12 +227,25 @@ class SyncTransport:
         self._client = http_client
         self._uds = uds  # every connection to this Unix socket, whatever the URL's host
         self._via_httpx = http_client is not None or proxy is not None
+        self._proxy = proxy
         self._pool: Pool[_SyncConnection] = Pool()
         self._targets = Targets()
         self._ssl: ssl.SSLContext | None = None
         self._httpx: httpx.HTTPTransport | None = None  # via a proxy, or under respx
         if proxy is not None:
             self._httpx = proxied(httpx.HTTPTransport, proxy, limits=DEFAULT_LIMITS)
+        per_process(self)
+
+    def after_fork(self) -> None:
+        """In a forked child: the parent's sockets are closed here (which leaves them open in
+        the parent: no shutdown), and httpx's pool (a proxy's, respx's) is replaced, unclosed.
+        A user's own ``http_client`` is theirs to replace."""
+        for conn in self._pool.forget():
+            conn.close()
+        if self._httpx is not None:
+            self._httpx = None
+            if self._proxy is not None:
+                self._httpx = proxied(httpx.HTTPTransport, self._proxy, limits=DEFAULT_LIMITS)
 
     def send(
         self,
