@@ -10,7 +10,7 @@ The rules, and why:
 * A port, if the URL has one, is 1 to 65535 in ASCII digits. httpx reads ``:99999`` and ``:0``
   as given (a socket then connects to the number modulo 65536, or to port 80, and an asyncio
   one raises `OverflowError`) and ``:+80``, ``: 80``, ``:٣`` and ``host:`` as ports too, so the
-  URL's own text is checked, before httpx parses it, and whichever transport then sends (its
+  URL's own text is checked, once httpx has parsed it, and whichever transport then sends (its
   own, a user's httpx client, or a Unix socket's Host header) gets a port the URL says.
 * Credentials in the URL (``http://user:pass@host/v1``) become ``Authorization: Basic`` as httpx
   sends them, and are removed from the URL that lmclient keeps, logs and shows. Given with an
@@ -91,13 +91,13 @@ class ClientURL:
 
 def client_url(base_url: str) -> ClientURL:
     """Check ``base_url`` and take its credentials out of it (see the module's rules)."""
-    port_problem = _port_problem(base_url)
-    if port_problem:
-        raise ConfigurationError(port_problem)
     try:
         url = httpx.URL(base_url)
     except httpx.InvalidURL as exc:
         raise ConfigurationError(f"base_url is not a valid URL: {exc}") from None
+    port_problem = _port_problem(base_url)
+    if port_problem:
+        raise ConfigurationError(port_problem)
     authorization = None
     if url.userinfo:
         credentials = f"{url.username}:{url.password}".encode()

@@ -60,6 +60,7 @@ class _AsyncConnection(asyncio.Protocol):
     in Python on every call)."""
 
     __slots__ = (
+        "__weakref__",  # (the pool's set of open connections is weak: `Pool`)
         "buffered",
         "closed",
         "deadline_at",

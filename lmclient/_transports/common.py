@@ -275,13 +275,23 @@ class Pool(Generic[C]):
     Every operation is O(1) (list append/pop, set add/discard, all atomic under the GIL, so the
     sync transport may be shared by threads without a lock). A connection joins ``opened`` when
     it is made (`add`) and leaves it when the pool closes it: checking one out and releasing it,
-    which every call does, touch only its idle list."""
+    which every call does, touch only its idle list.
+
+    The pool holds its idle connections; a checked-out one is held by its call alone
+    (``opened`` is weak). A call that ends by an exception closes its connection where it
+    waits (connecting, sending, receiving: where a signal's handler, a ``KeyboardInterrupt`` or
+    a closed generator's ``GeneratorExit`` lands in practice); one raised between two of its
+    other steps (after the checkout, before the release) may land where no handler is, and the
+    connection is then closed when the call's frames let go of it (`SyncTransport`'s
+    connections close their socket when collected; an asyncio connection is held by its loop
+    until closed, and a task is interrupted only where it awaits). Either way no connection
+    stays checked out after its call."""
 
     __slots__ = ("idle", "opened")
 
     def __init__(self) -> None:
         self.idle: dict[tuple[str, str, int], list[C]] = {}
-        self.opened: set[C] = set()
+        self.opened: weakref.WeakSet[C] = weakref.WeakSet()
 
     def checkout(self, origin: tuple[str, str, int]) -> C | None:
         idle = self.idle.get(origin)
@@ -336,7 +346,7 @@ class Pool(Generic[C]):
     @property
     def in_use(self) -> set[C]:
         """The open connections that are checked out."""
-        return self.opened.difference([c for idle in self.idle.values() for c in idle])
+        return set(self.opened).difference([c for idle in self.idle.values() for c in idle])
 
     def connections(self) -> list[C]:
         return list(self.opened)
@@ -352,7 +362,7 @@ class Pool(Generic[C]):
         the parent's); returns what it held."""
         inherited = list(self.opened)
         self.idle = {}
-        self.opened = set()
+        self.opened = weakref.WeakSet()
         return inherited
 
 

@@ -73,6 +73,7 @@ class _SyncConnection:
     platforms."""
 
     __slots__ = (
+        "__weakref__",  # (the pool's set of open connections is weak: `Pool`)
         "idle_since",
         "kernel",
         "origin",
@@ -135,6 +136,14 @@ class _SyncConnection:
 
     def close(self) -> None:
         self.sock.close()
+
+    def __del__(self) -> None:
+        # Nothing holds the connection any more: its call ended by an exception raised between
+        # two of its steps (see `Pool`), or a stream was dropped unread. Close it as the call
+        # would have (no ResourceWarning: it is not the user's socket to close).
+        sock = getattr(self, "sock", None)  # (None: the interrupt came before it was set)
+        if sock is not None:
+            sock.close()
 
 
 def _read_body(
