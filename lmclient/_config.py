@@ -19,7 +19,8 @@ The rules, and why:
 * A header name is an RFC 9110 token; a value holds no control character but horizontal tab
   (CR or LF would end the line and let the value inject headers or a whole request, NUL is
   refused by every HTTP/1.1 parser) and only Latin-1 characters (what an HTTP/1.1 head can carry
-  byte for byte). The API key obeys the same rule, and no message quotes it.
+  byte for byte). The API key obeys the same rule, and no message quotes it; the
+  ``Authorization`` value it makes is a `lmclient._secrets.Secret`, whose ``repr`` hides it.
 * The headers that frame a message or manage its connection (``Host``, ``Content-Length``,
   ``Transfer-Encoding``, ``Connection`` and the other hop-by-hop ones) are lmclient's to set: one
   from the user would disagree with the body actually sent, or with the connection's reuse, and
@@ -45,6 +46,7 @@ from collections.abc import Mapping
 import httpx
 
 from .__version__ import __version__
+from ._secrets import Secret
 from .errors import ConfigurationError
 
 __all__ = [
@@ -186,14 +188,14 @@ def client_headers(
             raise ConfigurationError(
                 "base_url carries credentials and api_key= was given too: pass only one"
             )
-        out["authorization"] = url.authorization
+        out["authorization"] = Secret(url.authorization)
     elif api_key:
         if _BAD_VALUE.search(api_key):
             raise ConfigurationError(
                 "api_key holds a character that cannot go in an HTTP header (a control "
                 "character such as CR, LF or NUL, or one outside Latin-1)"
             )
-        out["authorization"] = f"Bearer {api_key}"
+        out["authorization"] = Secret(f"Bearer {api_key}")
     return out
 
 

@@ -50,6 +50,7 @@ from ._protocol import (
 )
 from ._reasoning import REASONING_PARAMS, reasoning_fields, reasoning_params, thinking_room
 from ._response import Response
+from ._secrets import scrub, scrub_text, secrets_of
 from ._serving import HEADER_PARAMS, TABLED, check_model, serving_fields, trace_headers
 from ._status import api_error
 from ._tools import (
@@ -578,7 +579,10 @@ class Attempts:
         return self._timeouts.capped(remaining)
 
     def backoff(self, exc: errors.LMClientError) -> float:
-        """The pause before retrying after ``exc``; re-raises ``exc`` if it must not be retried."""
+        """The pause before retrying after ``exc``; re-raises ``exc`` if it must not be retried.
+        Every error of a call passes here first: the client's key leaves the server's text in
+        it before it is logged or raised (`scrub`)."""
+        scrub(exc, self.request.headers)
         if self.retries >= self.max_retries:
             raise exc
         if isinstance(exc, errors.APIError):
@@ -620,7 +624,7 @@ class Attempts:
             status,
             f"{(time.monotonic() - started) * 1000:.1f} ms" if started else "untimed",
             self.retries,
-            headers.get("x-request-id"),
+            scrub_text(headers.get("x-request-id"), secrets_of(self.request.headers)),
         )
 
 

@@ -147,9 +147,13 @@ class _StreamBase(Generic[T]):
         return self._result
 
     def _failed(self, exc: Exception) -> None:
-        """An observed stream's failure while reading, reported to its hooks and span."""
-        if self._state is not None and self._state.watch is not None:
-            self._state.watch.failed(exc)
+        """A failure while reading: the client's key taken out of it (`scrub`: an error event
+        may quote the request), then reported to an observed stream's hooks and span."""
+        state = self._state
+        if state is not None:
+            state.scrub(exc)
+            if state.watch is not None:
+                state.watch.failed(exc)
 
     def _report_end(self) -> None:
         """An observed stream's end, reported when it is released: its result if it was read

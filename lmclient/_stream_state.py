@@ -20,6 +20,7 @@ from ._protocol import (
     WireFunction,
     WireToolCall,
 )
+from ._secrets import scrub
 from ._sse import ServerSentEvent, SSEDecoder
 from ._status import api_error
 from ._types import DECODE_ERRORS
@@ -83,6 +84,10 @@ class StreamState:
         self.id: str | None = None
         self.model: str | None = None
         self.watch: Watch | None = None  # an observed call's (`_hooks`): told how it ends
+
+    def scrub(self, exc: BaseException) -> None:
+        """Take the client's key out of a failure of this stream (`lmclient._secrets`)."""
+        scrub(exc, self._call.request.headers)
 
     @property
     def text(self) -> str:
