@@ -27,6 +27,7 @@ import msgspec
 
 from . import errors
 from ._config import UDS_BASE_URL, client_headers, client_uds, client_url
+from ._depth import MAX_DEPTH, nested_deeper, too_deep
 from ._dialects import (
     PROBE_PATHS,
     Dialect,
@@ -747,6 +748,9 @@ class Call(msgspec.Struct, Attempts):
         if status >= 300:
             raise api_error(status, headers, body)
         chat = self.endpoint == "chat"
+        if body.count(b"[") + body.count(b"{") > MAX_DEPTH and nested_deeper(body, MAX_DEPTH):
+            refusal = f"unexpected response body ({too_deep(MAX_DEPTH)})"
+            raise errors.ProtocolError(refusal, body=body)
         try:  # `_decode_wire`, inline: a call costs every response
             wire: Any = _CHAT.decode(body) if chat else _COMPLETION.decode(body)
         except DECODE_ERRORS as exc:
@@ -1004,6 +1008,8 @@ _debug_known: Callable[[int], bool | None] = getattr(log, "_cache", {}).get
 
 
 def _decode_wire(decoder: msgspec.json.Decoder[Any], body: bytes) -> Any:
+    if nested_deeper(body, MAX_DEPTH):
+        raise errors.ProtocolError(f"unexpected response body ({too_deep(MAX_DEPTH)})", body=body)
     try:
         return decoder.decode(body)
     except DECODE_ERRORS as exc:

@@ -39,7 +39,7 @@ class Secret(str):
 def secrets_of(headers: Iterable[tuple[str, str]]) -> list[str]:
     """What of ``headers`` must not be shown, longest first (a value before its token)."""
     found: list[str] = []
-    for name, value in headers:
+    for _, value in headers:
         if not isinstance(value, Secret):
             continue
         found.append(str(value))

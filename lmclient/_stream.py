@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 import msgspec
 
 from . import errors
+from ._depth import nested_deeper, too_deep, type_depth
 from ._protocol import LlamaCppTimings, Usage, VllmMetrics
 from ._response import Response
 from ._sse import ArrayItems
@@ -51,8 +52,11 @@ def _item_decoder(state: StreamState) -> Callable[[str], Any]:
             f"not {spec.output_type!r}"
         )
     decoder = msgspec.json.Decoder(element)
+    bound = type_depth(element)
 
     def decode(text: str) -> Any:
+        if nested_deeper(text, bound):
+            raise errors.ValidationError(too_deep(bound), text=text, output_type=element)
         try:
             return decoder.decode(text)
         except DECODE_ERRORS as exc:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from . import errors
+from ._depth import MAX_DEPTH, nested_deeper, too_deep
 from ._protocol import (
     LlamaCppTimings,
     Measured,
@@ -218,6 +219,8 @@ class StreamState:
             return
         if event.event == "error":
             raise _event_error(data)
+        if data.count(b"[") + data.count(b"{") > MAX_DEPTH and nested_deeper(data, MAX_DEPTH):
+            raise errors.ProtocolError(f"bad stream event ({too_deep(MAX_DEPTH)})", body=data)
         try:
             chunk = self._chunks.decode(data)
         except DECODE_ERRORS as exc:

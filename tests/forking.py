@@ -38,7 +38,7 @@ def calls_after_fork(side: Callable[[str], list[str]]) -> tuple[list[str], list[
             report = [f"the child raised {type(exc).__name__}: {exc}"]
         finally:
             try:
-                data = msgspec.json.encode(report if code == 0 else report)
+                data = msgspec.json.encode(report)
                 view = memoryview(data)
                 while view:
                     view = view[os.write(out_w, view) :]

@@ -65,7 +65,11 @@ def served(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
 
 
 def secrets_shown(text: str) -> list[str]:
-    return [s for s in (KEY, BASIC_PASSWORD, base64.b64encode(f"me:{BASIC_PASSWORD}".encode()).decode()) if s in text]
+    return [
+        s
+        for s in (KEY, BASIC_PASSWORD, base64.b64encode(f"me:{BASIC_PASSWORD}".encode()).decode())
+        if s in text
+    ]
 
 
 def reachable_reprs(exc: BaseException) -> Iterator[tuple[str, str]]:
@@ -127,7 +131,11 @@ def test_sync(
     caplog.set_level(logging.DEBUG, logger="lmclient")
     http_client = httpx.Client() if via == "httpx" else None
     client = lmclient.Client(
-        model="m", dialect="vllm", max_retries=1, http_client=http_client, **options(url, credentials)
+        model="m",
+        dialect="vllm",
+        max_retries=1,
+        http_client=http_client,
+        **options(url, credentials),
     )
     with client, pytest.raises(lmclient.LMClientError) as caught:
         if kind == "stream":
@@ -154,7 +162,11 @@ async def test_async(
     caplog.set_level(logging.DEBUG, logger="lmclient")
     http_client = httpx.AsyncClient() if via == "httpx" else None
     client = lmclient.AsyncClient(
-        model="m", dialect="vllm", max_retries=1, http_client=http_client, **options(url, credentials)
+        model="m",
+        dialect="vllm",
+        max_retries=1,
+        http_client=http_client,
+        **options(url, credentials),
     )
     async with client:
         with pytest.raises(lmclient.LMClientError) as caught:

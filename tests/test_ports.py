@@ -1,7 +1,7 @@
 """A ``base_url`` port outside 1–65535, or not written as one, is refused when the client is
 made (`ConfigurationError`), whichever way the client would send: its own transport, a user's
 httpx client, a Unix socket (whose URL still names the Host), or a URL from the environment.
-Before, ``:99999`` reached port 34463 (99999 − 65536) with the key, ``:0`` port 80, and the
+Before, ``:99999`` reached port 34463 (99999 - 65536) with the key, ``:0`` port 80, and the
 async client raised a bare `OverflowError` at the first call."""
 
 from __future__ import annotations

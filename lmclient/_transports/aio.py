@@ -394,9 +394,7 @@ class AsyncTransport:
         if self._httpx is not None:
             self._httpx = None
             if self._proxy is not None:
-                self._httpx = proxied(
-                    httpx.AsyncHTTPTransport, self._proxy, limits=DEFAULT_LIMITS
-                )
+                self._httpx = proxied(httpx.AsyncHTTPTransport, self._proxy, limits=DEFAULT_LIMITS)
 
     def send(
         self,
