@@ -120,7 +120,11 @@ class Limiter:
     def take(self, piece: bytes) -> bytes:
         """Decode (if the body has a content coding) and count one piece of the body."""
         if self.decoder is not None:
-            piece = self.decoder.decode(piece, self.max_bytes - self.received + 1)
+            decoded = self.decoder.decode(piece, self.max_bytes - self.received + 1)
+            if decoded is None:  # it would pass the limit: dropped uncounted (`ContentDecoder`)
+                self.received = self.max_bytes + 1
+                self._refuse()
+            piece = decoded
         self.received += len(piece)
         if self.received > self.max_bytes or (
             self.deadline_at is not None and time.monotonic() > self.deadline_at
