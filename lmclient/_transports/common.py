@@ -12,7 +12,7 @@ import sys
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, NoReturn, Protocol, TypeVar
 
 import httpx
 
@@ -137,7 +137,7 @@ class Limiter:
         decoder, self.decoder = self.decoder, None
         return b"" if decoder is None else self.take(decoder.flush())
 
-    def _refuse(self) -> None:
+    def _refuse(self) -> NoReturn:
         if self.received > self.max_bytes:
             raise errors.ProtocolError(
                 f"response refused after {self.received} bytes: larger than "
