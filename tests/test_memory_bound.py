@@ -19,6 +19,8 @@ import pytest
 
 import lmclient
 
+pytestmark = pytest.mark.slow  # a 256 MiB bomb compressed per case, bodies of megabytes
+
 LIMIT = 4 << 20
 BOMB = 256 << 20  # inflated size: 64x the limit
 BOMB_AT_MOST = 1.3  # the multiples stated in docs/reliability.md
