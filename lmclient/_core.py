@@ -748,7 +748,7 @@ class Call(msgspec.Struct, Attempts):
         if status >= 300:
             raise api_error(status, headers, body)
         chat = self.endpoint == "chat"
-        if body.count(b"[") + body.count(b"{") > MAX_DEPTH and nested_deeper(body, MAX_DEPTH):
+        if nested_deeper(body, MAX_DEPTH):
             refusal = f"unexpected response body ({too_deep(MAX_DEPTH)})"
             raise errors.ProtocolError(refusal, body=body)
         try:  # `_decode_wire`, inline: a call costs every response

@@ -13,10 +13,12 @@ The bounds: an output type's own depth where it has a finite one (``Person`` wit
 else `MAX_DEPTH`, which also bounds bodies and events.
 
 The measure is linear and costs almost nothing on the common answer: counting the ``[`` and
-``{`` bytes (two C scans) bounds the depth from above, and only when that count passes the
-bound is the real depth measured: strings removed (one regular expression: brackets inside
-them do not nest), everything but brackets deleted (``bytes.translate``), and the running
-depth's maximum taken (``itertools.accumulate``), all in C.
+``{`` bytes (two C scans) bounds the depth from above, and only when that count passes
+`MAX_DEPTH` is the real depth measured and compared with the bound: strings removed (one
+regular expression: brackets inside them do not nest), everything but brackets deleted
+(``bytes.translate``), and the running depth's maximum taken (``itertools.accumulate``), all
+in C. (An output type's depth is thus enforced on text with more than `MAX_DEPTH` brackets;
+below that, msgspec's own checks apply.)
 """
 
 from __future__ import annotations
@@ -38,13 +40,17 @@ _STEP = tuple(1 if b in b"[{" else -1 if b in b"]}" else 0 for b in range(256))
 
 
 def nested_deeper(data: str | bytes, bound: int) -> bool:
-    """Whether the JSON text ``data`` nests arrays and objects more than ``bound`` levels deep
-    (text that is not JSON may be taken as deeper: it would fail to decode anyway)."""
+    """Whether the JSON text ``data`` is refused for its nesting: it holds more than
+    `MAX_DEPTH` brackets, and nests arrays and objects more than ``bound`` levels deep (text
+    that is not JSON may be taken as deeper: it would fail to decode anyway). Text with fewer
+    brackets is not measured: it cannot nest deep enough to threaten a stack, and a value
+    nested deeper than its type there fails msgspec's own checks (or is an unknown field's,
+    which msgspec skips). So the usual answer, an array of objects, is counted, not measured."""
     if isinstance(data, str):
-        if data.count("[") + data.count("{") <= bound:
+        if data.count("[") + data.count("{") <= MAX_DEPTH:
             return False
         data = data.encode("utf-8", "surrogatepass")
-    elif data.count(b"[") + data.count(b"{") <= bound:
+    elif data.count(b"[") + data.count(b"{") <= MAX_DEPTH:
         return False
     brackets = _STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
     return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0) > bound

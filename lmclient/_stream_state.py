@@ -219,7 +219,7 @@ class StreamState:
             return
         if event.event == "error":
             raise _event_error(data)
-        if data.count(b"[") + data.count(b"{") > MAX_DEPTH and nested_deeper(data, MAX_DEPTH):
+        if nested_deeper(data, MAX_DEPTH):
             raise errors.ProtocolError(f"bad stream event ({too_deep(MAX_DEPTH)})", body=data)
         try:
             chunk = self._chunks.decode(data)

@@ -117,17 +117,21 @@ def test_type_depth(tp: Any, depth: int) -> None:
     assert type_depth(tp) == depth
 
 
+DEEP_ENOUGH = MAX_DEPTH + 1  # text with more brackets than this is measured
+
+
 @pytest.mark.parametrize(
     ("text", "bound", "deeper"),
     [
-        ("[]", 0, True),
-        ("[]", 1, False),
-        ('{"a": [1, {"b": []}]}', 4, False),
-        ('{"a": [1, {"b": []}]}', 3, True),
-        ('"[[[[[[["', 0, False),  # brackets inside a string do not nest
-        ('["\\"[[[", "]"]', 1, False),  # nor after an escaped quote
-        (b"[[[]]]", 2, True),
-        ("[" * 50 + "]" * 50 + "[" * 50 + "]" * 50, 50, False),  # many brackets, shallow
+        ("[]", 0, False),  # few brackets: not measured (msgspec checks the type)
+        ("[" * MAX_DEPTH + "]" * MAX_DEPTH, 1, False),
+        ("[" * DEEP_ENOUGH + "]" * DEEP_ENOUGH, MAX_DEPTH, True),
+        ("[" * DEEP_ENOUGH + "]" * DEEP_ENOUGH, DEEP_ENOUGH, False),
+        ('{"a": [1, {"b": []}]}' + ", []" * 200, 4, False),  # many brackets, shallow
+        ('[{"a": [1, {"b": []}]}' + ", []" * 200 + "]", 4, True),
+        ('"' + "[" * 500 + '"', 0, False),  # brackets inside a string do not nest
+        ('["\\"' + "[" * 500 + '", "]"]', 1, False),  # nor after an escaped quote
+        (b"[" * 300 + b"]" * 300, 299, True),
     ],
 )
 def test_nested_deeper(text: str | bytes, bound: int, deeper: bool) -> None:
@@ -135,10 +139,13 @@ def test_nested_deeper(text: str | bytes, bound: int, deeper: bool) -> None:
 
 
 def test_output_deeper_than_its_type_is_a_validation_error() -> None:
-    """A Person is 2 deep: an answer 3 deep cannot be one (whatever its unknown field holds)."""
+    """A Person is 2 deep: an answer with more brackets than `MAX_DEPTH` nested 3 deep or more
+    cannot be one (whatever its unknown field holds). With fewer, msgspec skips the field."""
+    deep = '{"name": "a", "tags": [], "extra": ' + "[" * 200 + "]" * 200 + "}"
     fake = FakeLLM()
-    fake.reply('{"name": "a", "tags": [], "extra": [[1]]}')
+    fake.reply_sequence([deep, '{"name": "a", "tags": [], "extra": [[1]]}'])
     with fake.serve() as url, lmclient.Client(url, "m", dialect="vllm", max_retries=0) as client:
         with pytest.raises(lmclient.ValidationError, match="nested deeper than 2") as caught:
             client.generate("hi", Person)
-        assert caught.value.text == '{"name": "a", "tags": [], "extra": [[1]]}'
+        assert caught.value.text == deep
+        assert client.generate("hi", Person) == Person("a", [])
