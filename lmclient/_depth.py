@@ -14,10 +14,10 @@ else `MAX_DEPTH`, which also bounds bodies and events.
 
 The measure is linear and costs almost nothing on the common answer: counting the ``[`` and
 ``{`` bytes (two C scans) bounds the depth from above, and only when that count passes
-`MAX_DEPTH` is the real depth measured and compared with the bound: strings removed (one
+`COUNTED` (256) is the real depth measured and compared with the bound: strings removed (one
 regular expression: brackets inside them do not nest), everything but brackets deleted
 (``bytes.translate``), and the running depth's maximum taken (``itertools.accumulate``), all
-in C. (An output type's depth is thus enforced on text with more than `MAX_DEPTH` brackets;
+in C. (An output type's depth is thus enforced on text with more than `COUNTED` brackets;
 below that, msgspec's own checks apply.)
 """
 
@@ -33,6 +33,10 @@ import msgspec
 __all__ = ["MAX_DEPTH", "nested_deeper", "too_deep", "type_depth"]
 
 MAX_DEPTH = 128  # levels of arrays and objects: about a quarter of a 256 KiB stack in msgspec
+# Text with at most this many brackets is not measured: it nests at most this deep, which msgspec
+# decodes within a 256 KiB stack (it overflows at about 550 levels of objects); an answer of a
+# couple of hundred objects, common, is then counted and not measured.
+COUNTED = 256
 
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
@@ -41,16 +45,16 @@ _STEP = tuple(1 if b in b"[{" else -1 if b in b"]}" else 0 for b in range(256))
 
 def nested_deeper(data: str | bytes, bound: int) -> bool:
     """Whether the JSON text ``data`` is refused for its nesting: it holds more than
-    `MAX_DEPTH` brackets, and nests arrays and objects more than ``bound`` levels deep (text
+    `COUNTED` brackets, and nests arrays and objects more than ``bound`` levels deep (text
     that is not JSON may be taken as deeper: it would fail to decode anyway). Text with fewer
     brackets is not measured: it cannot nest deep enough to threaten a stack, and a value
     nested deeper than its type there fails msgspec's own checks (or is an unknown field's,
     which msgspec skips). So the usual answer, an array of objects, is counted, not measured."""
     if isinstance(data, str):
-        if data.count("[") + data.count("{") <= MAX_DEPTH:
+        if data.count("[") + data.count("{") <= COUNTED:
             return False
         data = data.encode("utf-8", "surrogatepass")
-    elif data.count(b"[") + data.count(b"{") <= MAX_DEPTH:
+    elif data.count(b"[") + data.count(b"{") <= COUNTED:
         return False
     brackets = _STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
     return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0) > bound

@@ -18,7 +18,7 @@ import msgspec
 import pytest
 
 import lmclient
-from lmclient._depth import MAX_DEPTH, nested_deeper, type_depth
+from lmclient._depth import COUNTED, MAX_DEPTH, nested_deeper, type_depth
 from lmclient.testing import FakeLLM
 
 DEEP = 100_000
@@ -117,18 +117,18 @@ def test_type_depth(tp: Any, depth: int) -> None:
     assert type_depth(tp) == depth
 
 
-DEEP_ENOUGH = MAX_DEPTH + 1  # text with more brackets than this is measured
+DEEP_ENOUGH = COUNTED + 1  # text with more brackets than COUNTED is measured
 
 
 @pytest.mark.parametrize(
     ("text", "bound", "deeper"),
     [
         ("[]", 0, False),  # few brackets: not measured (msgspec checks the type)
-        ("[" * MAX_DEPTH + "]" * MAX_DEPTH, 1, False),
+        ("[" * COUNTED + "]" * COUNTED, 1, False),
         ("[" * DEEP_ENOUGH + "]" * DEEP_ENOUGH, MAX_DEPTH, True),
         ("[" * DEEP_ENOUGH + "]" * DEEP_ENOUGH, DEEP_ENOUGH, False),
-        ('{"a": [1, {"b": []}]}' + ", []" * 200, 4, False),  # many brackets, shallow
-        ('[{"a": [1, {"b": []}]}' + ", []" * 200 + "]", 4, True),
+        ('[{"a": [1, {"b": []}]}' + ", []" * 300 + "]", 5, False),  # many brackets, shallow
+        ('[{"a": [1, {"b": []}]}' + ", []" * 300 + "]", 4, True),
         ('"' + "[" * 500 + '"', 0, False),  # brackets inside a string do not nest
         ('["\\"' + "[" * 500 + '", "]"]', 1, False),  # nor after an escaped quote
         (b"[" * 300 + b"]" * 300, 299, True),
@@ -139,9 +139,9 @@ def test_nested_deeper(text: str | bytes, bound: int, deeper: bool) -> None:
 
 
 def test_output_deeper_than_its_type_is_a_validation_error() -> None:
-    """A Person is 2 deep: an answer with more brackets than `MAX_DEPTH` nested 3 deep or more
+    """A Person is 2 deep: an answer with more brackets than `COUNTED` nested 3 deep or more
     cannot be one (whatever its unknown field holds). With fewer, msgspec skips the field."""
-    deep = '{"name": "a", "tags": [], "extra": ' + "[" * 200 + "]" * 200 + "}"
+    deep = '{"name": "a", "tags": [], "extra": ' + "[" * 300 + "]" * 300 + "}"
     fake = FakeLLM()
     fake.reply_sequence([deep, '{"name": "a", "tags": [], "extra": [[1]]}'])
     with fake.serve() as url, lmclient.Client(url, "m", dialect="vllm", max_retries=0) as client:
