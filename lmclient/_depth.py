@@ -14,18 +14,17 @@ else `MAX_DEPTH`, which also bounds bodies and events.
 
 The measure is linear and costs almost nothing on the common answer: counting the ``[`` and
 ``{`` bytes (two C scans) bounds the depth from above, and only when that count passes
-`COUNTED` (256) is the real depth measured and compared with the bound: strings removed (one
-regular expression: brackets inside them do not nest), everything but brackets deleted
-(``bytes.translate``), and the running depth's maximum taken (``itertools.accumulate``), all
-in C. (An output type's depth is thus enforced on text with more than `COUNTED` brackets;
-below that, msgspec's own checks apply.)
+`COUNTED` (256) is the real depth measured and compared with the bound: escaped quotes and
+backslashes removed, everything but brackets and quotes deleted (``bytes.translate``), what
+lies between quotes dropped (brackets inside strings do not nest), and the running depth's
+maximum taken (``itertools.accumulate``), all in C. (An output type's depth is thus enforced
+on text with more than `COUNTED` brackets; below that, msgspec's own checks apply.)
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-import re
 from typing import Any
 
 import msgspec
@@ -38,8 +37,7 @@ MAX_DEPTH = 128  # levels of arrays and objects: about a quarter of a 256 KiB st
 # couple of hundred objects, common, is then counted and not measured.
 COUNTED = 256
 
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'"[]{}')
 _STEP = tuple(1 if b in b"[{" else -1 if b in b"]}" else 0 for b in range(256))
 
 
@@ -56,7 +54,10 @@ def nested_deeper(data: str | bytes, bound: int) -> bool:
         data = data.encode("utf-8", "surrogatepass")
     elif data.count(b"[") + data.count(b"{") <= COUNTED:
         return False
-    brackets = _STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
+    if b"\\" in data:  # escapes: only an escaped quote or backslash could mislead the split
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    # Brackets and quotes only; then every other piece between quotes is outside strings.
+    brackets = b"".join(data.translate(None, _NOT_STRUCTURE).split(b'"')[::2])
     return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0) > bound
 
 
