@@ -7,6 +7,11 @@ The rules, and why:
 
 * The base URL is an ``http`` or ``https`` URL with a host and no query or fragment: lmclient
   appends ``/chat/completions`` and the like to it, which a query or fragment would swallow.
+* A port, if the URL has one, is 1 to 65535 in ASCII digits. httpx reads ``:99999`` and ``:0``
+  as given (a socket then connects to the number modulo 65536, or to port 80, and an asyncio
+  one raises `OverflowError`) and ``:+80``, ``: 80``, ``:٣`` and ``host:`` as ports too, so the
+  URL's own text is checked, once httpx has parsed it, and whichever transport then sends (its
+  own, a user's httpx client, or a Unix socket's Host header) gets a port the URL says.
 * Credentials in the URL (``http://user:pass@host/v1``) become ``Authorization: Basic`` as httpx
   sends them, and are removed from the URL that lmclient keeps, logs and shows. Given with an
   ``api_key`` argument as well, they are refused (which one was meant?); an API key from the
@@ -14,7 +19,8 @@ The rules, and why:
 * A header name is an RFC 9110 token; a value holds no control character but horizontal tab
   (CR or LF would end the line and let the value inject headers or a whole request, NUL is
   refused by every HTTP/1.1 parser) and only Latin-1 characters (what an HTTP/1.1 head can carry
-  byte for byte). The API key obeys the same rule, and no message quotes it.
+  byte for byte). The API key obeys the same rule, and no message quotes it; the
+  ``Authorization`` value it makes is a `lmclient._secrets.Secret`, whose ``repr`` hides it.
 * The headers that frame a message or manage its connection (``Host``, ``Content-Length``,
   ``Transfer-Encoding``, ``Connection`` and the other hop-by-hop ones) are lmclient's to set: one
   from the user would disagree with the body actually sent, or with the connection's reuse, and
@@ -40,6 +46,7 @@ from collections.abc import Mapping
 import httpx
 
 from .__version__ import __version__
+from ._secrets import Secret
 from .errors import ConfigurationError
 
 __all__ = [
@@ -54,6 +61,8 @@ __all__ = [
 UDS_BASE_URL = "http://localhost/v1"  # the base URL of a client given only uds=
 _SUN_PATH = 108 if sys.platform == "linux" else 104  # sockaddr_un's path, with its NUL
 
+_AUTHORITY_END = re.compile(r"[/?#]")
+_PORT = re.compile(r"[0-9]{1,5}")  # (str.isdigit() would take other scripts' digits)
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _BAD_VALUE = re.compile(r"[^\t\x20-\x7e\x80-\xff]")
 _LMCLIENT_SETS = frozenset(
@@ -88,6 +97,9 @@ def client_url(base_url: str) -> ClientURL:
         url = httpx.URL(base_url)
     except httpx.InvalidURL as exc:
         raise ConfigurationError(f"base_url is not a valid URL: {exc}") from None
+    port_problem = _port_problem(base_url)
+    if port_problem:
+        raise ConfigurationError(port_problem)
     authorization = None
     if url.userinfo:
         credentials = f"{url.username}:{url.password}".encode()
@@ -106,6 +118,26 @@ def client_url(base_url: str) -> ClientURL:
             f"base_url must have no query or fragment (lmclient appends paths to it): {shown!r}"
         )
     return ClientURL(shown.rstrip("/"), url.host, authorization)
+
+
+def _port_problem(base_url: str) -> str | None:
+    """What is wrong with the port in ``base_url``'s authority (``None``: nothing, or no port),
+    read from the text itself: httpx accepts ports out of range and normalises malformed ones
+    away. The credentials are cut off first (a password may hold a colon) and never quoted."""
+    scheme, sep, rest = base_url.partition("://")
+    if not sep:
+        return None  # not a URL with an authority: httpx's parse and the scheme check say why
+    authority = _AUTHORITY_END.split(rest, 1)[0].rpartition("@")[2]
+    host_end = authority.rfind("]") + 1  # after an IPv6 literal's brackets, if any
+    host, colon, port = authority[host_end:].partition(":")
+    if not colon:
+        return None
+    shown = f"{scheme}://{authority[:host_end]}{host}"
+    if not _PORT.fullmatch(port):
+        return f"base_url {shown}:{port!r}: a port is 1 to 5 ASCII digits"
+    if not 1 <= int(port) <= 65535:
+        return f"base_url {shown}:{port}: a port is 1 to 65535, not {int(port)}"
+    return None
 
 
 def client_uds(uds: str | os.PathLike[str], url: ClientURL) -> str:
@@ -156,14 +188,14 @@ def client_headers(
             raise ConfigurationError(
                 "base_url carries credentials and api_key= was given too: pass only one"
             )
-        out["authorization"] = url.authorization
+        out["authorization"] = Secret(url.authorization)
     elif api_key:
         if _BAD_VALUE.search(api_key):
             raise ConfigurationError(
                 "api_key holds a character that cannot go in an HTTP header (a control "
                 "character such as CR, LF or NUL, or one outside Latin-1)"
             )
-        out["authorization"] = f"Bearer {api_key}"
+        out["authorization"] = Secret(f"Bearer {api_key}")
     return out
 
 

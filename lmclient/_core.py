@@ -27,6 +27,7 @@ import msgspec
 
 from . import errors
 from ._config import UDS_BASE_URL, client_headers, client_uds, client_url
+from ._depth import MAX_DEPTH, nested_deeper, too_deep
 from ._dialects import (
     OWNED_PROBES,
     PROBE_PATHS,
@@ -52,6 +53,7 @@ from ._protocol import (
 )
 from ._reasoning import REASONING_PARAMS, reasoning_fields, reasoning_params, thinking_room
 from ._response import Response
+from ._secrets import scrub, scrub_text, secrets_of
 from ._serving import HEADER_PARAMS, TABLED, check_model, serving_fields, trace_headers
 from ._status import api_error
 from ._tools import (
@@ -627,7 +629,10 @@ class Attempts:
     def backoff(self, exc: errors.LMClientError) -> float:
         """The pause before retrying after ``exc``; re-raises ``exc`` if it must not be retried,
         its message then naming the request it came from (``... (GET /v1/models)``): a call
-        may send set-up requests before its own, and an error must say which one failed."""
+        may send set-up requests before its own, and an error must say which one failed. Every
+        error of a call passes here first: the client's key leaves the server's text in it
+        before it is logged or raised (`scrub`)."""
+        scrub(exc, self.request.headers)
         try:
             return self._backoff(exc)
         except errors.LMClientError as raised:
@@ -679,7 +684,7 @@ class Attempts:
             status,
             f"{(time.monotonic() - started) * 1000:.1f} ms" if started else "untimed",
             self.retries,
-            headers.get("x-request-id"),
+            scrub_text(headers.get("x-request-id"), secrets_of(self.request.headers)),
         )
 
 
@@ -830,6 +835,9 @@ class Call(msgspec.Struct, Attempts):
         if status >= 300:
             raise api_error(status, headers, body)
         chat = self.endpoint == "chat"
+        if nested_deeper(body, MAX_DEPTH):
+            refusal = f"unexpected response body ({too_deep(MAX_DEPTH)})"
+            raise errors.ProtocolError(refusal, body=body)
         try:  # `_decode_wire`, inline: a call costs every response
             wire: Any = _CHAT.decode(body) if chat else _COMPLETION.decode(body)
         except DECODE_ERRORS as exc:
@@ -1117,6 +1125,8 @@ _debug_known: Callable[[int], bool | None] = getattr(log, "_cache", {}).get
 
 
 def _decode_wire(decoder: msgspec.json.Decoder[Any], body: bytes) -> Any:
+    if nested_deeper(body, MAX_DEPTH):
+        raise errors.ProtocolError(f"unexpected response body ({too_deep(MAX_DEPTH)})", body=body)
     try:
         return decoder.decode(body)
     except DECODE_ERRORS as exc:

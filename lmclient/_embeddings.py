@@ -35,6 +35,7 @@ import msgspec
 
 from . import errors
 from ._core import Lookup, PreparedRequest, _messages
+from ._depth import MAX_DEPTH, nested_deeper, too_deep
 from ._params import Prompt, check_params
 from ._protocol import Usage
 from ._types import DECODE_ERRORS
@@ -153,6 +154,8 @@ def decode_embeddings(body: bytes, expected: int, dimensions: int | None = None)
     bad JSON or base64, a byte length that is not whole float32s, a missing, repeated or
     extra index, vectors of different lengths, or not of the ``dimensions`` asked."""
     try:
+        if nested_deeper(body, MAX_DEPTH):
+            raise msgspec.DecodeError(too_deep(MAX_DEPTH))
         batch = _BATCH.decode(body)
     except DECODE_ERRORS as exc:
         raise errors.ProtocolError(f"unexpected embeddings body ({exc})", body=body) from None
@@ -413,6 +416,8 @@ def check_tokens(
 
 def _token_ids(body: bytes) -> list[int]:
     try:
+        if nested_deeper(body, MAX_DEPTH):
+            raise msgspec.DecodeError(too_deep(MAX_DEPTH))
         answer = _TOKENS.decode(body)
     except DECODE_ERRORS as exc:
         raise errors.ProtocolError(f"unexpected tokenize body ({exc})", body=body) from None
@@ -430,6 +435,8 @@ def _token_count(body: bytes) -> int:
 
 def _input_tokens(body: bytes) -> int:
     try:
+        if nested_deeper(body, MAX_DEPTH):
+            raise msgspec.DecodeError(too_deep(MAX_DEPTH))
         return _INPUT_TOKENS.decode(body).input_tokens
     except DECODE_ERRORS as exc:
         raise errors.ProtocolError(f"unexpected token count body ({exc})", body=body) from None

@@ -662,6 +662,9 @@ def content_decoder(headers: Mapping[str, str]) -> ContentDecoder | None:
     raise BadResponse(f"unsupported content-encoding {coding!r} (lmclient asks for none)")
 
 
+INFLATE_STEP = 256 * 1024  # bytes inflated per zlib call (`ContentDecoder.decode`)
+
+
 class ContentDecoder:
     """Inflates a gzip or deflate body piece by piece, never past the output the caller still
     accepts (so a compressed bomb cannot grow past the size limit in one call)."""
@@ -675,16 +678,33 @@ class ContentDecoder:
         )
         self._started = False
 
-    def decode(self, data: bytes, limit: int) -> bytes:
-        """Inflate ``data`` to at most ``limit`` (> 0) bytes; more would be refused anyway."""
+    def decode(self, data: bytes, limit: int) -> bytes | None:
+        """Inflate ``data``; ``None`` if that makes ``limit`` (> 0) bytes or more (the caller
+        refuses the body then). Inflated `INFLATE_STEP` bytes at a time: zlib builds one call's
+        output in blocks and copies them into one bytes object, twice the output at its peak,
+        so a bomb inflated in one call would peak at twice the limit; in steps, it is dropped
+        once the limit is reached, never joined."""
+        pieces = []
+        size = 0
+        while True:
+            piece = self._inflate(data, min(limit - size, INFLATE_STEP))
+            pieces.append(piece)
+            size += len(piece)
+            if size >= limit:
+                return None
+            data = self._inflater.unconsumed_tail
+            if not data or not piece:
+                return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+    def _inflate(self, data: bytes, most: int) -> bytes:
         try:
             if not self._started and self._coding == "deflate":
                 self._started = True
                 try:  # "deflate" is zlib-wrapped by the RFC, raw by some servers
-                    return self._inflater.decompress(data, limit)
+                    return self._inflater.decompress(data, most)
                 except zlib.error:
                     self._inflater = zlib.decompressobj(-zlib.MAX_WBITS)
-            return self._inflater.decompress(data, limit)
+            return self._inflater.decompress(data, most)
         except zlib.error as exc:
             raise BadResponse(f"undecodable {self._coding} body: {exc}") from None
 

@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from ._depth import MAX_DEPTH, nested_deeper, too_deep, type_depth
 from ._markers import JsonSchema
 from ._types import DECODE_ERRORS, OutputSpec
 from .errors import ValidationError
@@ -202,8 +203,11 @@ def _located(detail: str, key: str) -> str:
 
 def _msgspec_field(key: str, tp: Any, owner: Any) -> Decode:
     decoder = msgspec.json.Decoder(tp)
+    bound = type_depth(tp)
 
     def decode(text: str) -> Any:
+        if nested_deeper(text, bound):
+            raise ValidationError(_located(too_deep(bound), key), text=text, output_type=owner)
         try:
             return decoder.decode(text)
         except DECODE_ERRORS as exc:
@@ -225,6 +229,8 @@ def _type_fields(tp: Any, owner: Any) -> Fields:
 
         def pair(key: str, text: str) -> tuple[Any, Any]:
             whole = f"{{{key}:{text}}}"
+            if nested_deeper(whole, MAX_DEPTH):
+                raise ValidationError(too_deep(MAX_DEPTH), text=whole, output_type=owner)
             try:
                 ((k, v),) = pairs.decode(whole).items()
             except DECODE_ERRORS as exc:
@@ -330,6 +336,8 @@ def _schema_fields(marker: JsonSchema) -> Fields:
         checks = [check for search, check in patterns if search(key) is not None] or rest
         if not checks:
             return None
+        if nested_deeper(text, MAX_DEPTH):
+            raise ValidationError(_located(too_deep(MAX_DEPTH), key), text=text, output_type=marker)
         try:
             value = plain.decode(text)
         except DECODE_ERRORS as exc:
@@ -364,6 +372,8 @@ def _schema_field(key: str, check: Callable[[Any], None], marker: JsonSchema) ->
     run = _schema_field_check(check)
 
     def decode(text: str) -> Any:
+        if nested_deeper(text, MAX_DEPTH):
+            raise ValidationError(_located(too_deep(MAX_DEPTH), key), text=text, output_type=marker)
         try:
             value = plain.decode(text)
         except DECODE_ERRORS as exc:

@@ -14,6 +14,7 @@ import msgspec
 
 from . import errors
 from ._core import name_request
+from ._depth import nested_deeper, too_deep, type_depth
 from ._headers import Headers
 from ._protocol import LlamaCppTimings, Usage, VllmMetrics
 from ._response import Response
@@ -53,8 +54,11 @@ def _item_decoder(state: StreamState) -> Callable[[str], Any]:
             f"not {spec.output_type!r}"
         )
     decoder = msgspec.json.Decoder(element)
+    bound = type_depth(element)
 
     def decode(text: str) -> Any:
+        if nested_deeper(text, bound):
+            raise errors.ValidationError(too_deep(bound), text=text, output_type=element)
         try:
             return decoder.decode(text)
         except DECODE_ERRORS as exc:
@@ -156,13 +160,16 @@ class _StreamBase(Generic[T]):
         return self._result
 
     def _failed(self, exc: Exception) -> None:
-        """A failure while reading: named by the stream's request (as a call's errors are), and
-        reported to the hooks and span of an observed stream."""
-        if self._state is not None:
+        """A failure while reading: the client's key taken out of it (`scrub`: an error event
+        may quote the request), named by the stream's request (as a call's errors are), then
+        reported to an observed stream's hooks and span."""
+        state = self._state
+        if state is not None:
+            state.scrub(exc)
             if isinstance(exc, errors.LMClientError):
-                name_request(exc, self._state.call.request)
-            if self._state.watch is not None:
-                self._state.watch.failed(exc)
+                name_request(exc, state.call.request)
+            if state.watch is not None:
+                state.watch.failed(exc)
 
     def _report_end(self) -> None:
         """An observed stream's end, reported when it is released: its result if it was read

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from . import errors
+from ._depth import MAX_DEPTH, nested_deeper, too_deep
 from ._protocol import (
     LlamaCppTimings,
     Measured,
@@ -21,6 +22,7 @@ from ._protocol import (
     WireFunction,
     WireToolCall,
 )
+from ._secrets import scrub
 from ._sse import ServerSentEvent, SSEDecoder
 from ._status import api_error
 from ._types import DECODE_ERRORS
@@ -87,6 +89,10 @@ class StreamState:
         self.watch: Watch | None = None  # an observed call's (`_hooks`): told how it ends
         # the response's headers (lower-case names), set by the stream once it is open
         self.headers: Mapping[str, str] | None = None
+
+    def scrub(self, exc: BaseException) -> None:
+        """Take the client's key out of a failure of this stream (`lmclient._secrets`)."""
+        scrub(exc, self._call.request.headers)
 
     @property
     def text(self) -> str:
@@ -218,6 +224,8 @@ class StreamState:
             return
         if event.event == "error":
             raise _event_error(data, self.headers)
+        if nested_deeper(data, MAX_DEPTH):
+            raise errors.ProtocolError(f"bad stream event ({too_deep(MAX_DEPTH)})", body=data)
         try:
             chunk = self._chunks.decode(data)
         except DECODE_ERRORS as exc:

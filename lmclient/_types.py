@@ -19,6 +19,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
 
+from ._depth import MAX_DEPTH, nested_deeper, too_deep, type_depth
 from ._markers import Choice, Grammar, JsonSchema, Regex
 from ._patterns import DECIMAL_PATTERN, INT_KEY_PATTERN, SCALAR_GBNF, SCALAR_PATTERNS, anchored
 from .errors import ValidationError
@@ -87,6 +88,8 @@ class OutputSpec(Generic[T]):
         wrapper = msgspec.json.Decoder(_Wrapped)
 
         def decode(text: str) -> T:
+            if nested_deeper(text, MAX_DEPTH + 1):  # (the wrapper's level, then the type's)
+                raise ValidationError(too_deep(MAX_DEPTH), text=text, output_type=output_type)
             try:
                 raw = wrapper.decode(text).value
             except DECODE_ERRORS as exc:
@@ -190,8 +193,11 @@ def _msgspec_decoder(tp: Any, reported: Any = None) -> Callable[[str | bytes], A
     """A decoder into ``tp``; errors name ``reported`` (the user's output type) when given."""
     decoder = msgspec.json.Decoder(tp)
     shown = tp if reported is None else reported
+    bound = type_depth(tp)
 
     def decode(text: str | bytes) -> Any:
+        if nested_deeper(text, bound):
+            raise _validation_error(ValueError(too_deep(bound)), text, shown)
         try:
             return decoder.decode(text)
         except DECODE_ERRORS as exc:

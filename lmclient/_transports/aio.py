@@ -36,6 +36,7 @@ from lmclient._transports.common import (
     io_error,
     or_none,
     own_client,
+    per_process,
     raw_response,
     readability,
     respx_watches,
@@ -63,6 +64,7 @@ class _AsyncConnection(asyncio.Protocol):
     in Python on every call)."""
 
     __slots__ = (
+        "__weakref__",  # (the pool's set of open connections is weak: `Pool`)
         "buffered",
         "closed",
         "deadline_at",
@@ -386,6 +388,7 @@ class AsyncTransport:
         self._client = http_client
         self._uds = uds  # every connection to this Unix socket, whatever the URL's host
         self._via_httpx = http_client is not None or proxy is not None
+        self._proxy = proxy
         self._pool: Pool[_AsyncConnection] = Pool()
         self._targets = Targets()
         self._ssl: ssl.SSLContext | None = None
@@ -395,6 +398,21 @@ class AsyncTransport:
             self._httpx = own_client(
                 proxied(httpx.AsyncHTTPTransport, proxy, limits=DEFAULT_LIMITS)
             )
+        per_process(self)
+
+    def after_fork(self) -> None:
+        """In a forked child: forget the parent's connections, closing none. They belong to
+        the parent's event loop, whose epoll instance the two processes share: closing one
+        here would unregister its socket from the parent's loop too (a parent call waiting on
+        it would then wait for ever). The child never runs that loop; the sockets close with
+        the child. httpx's pool (a proxy's, respx's) is replaced the same way, unclosed."""
+        self._pool.forget()
+        if self._httpx is not None:
+            self._httpx = None
+            if self._proxy is not None:
+                self._httpx = own_client(
+                    proxied(httpx.AsyncHTTPTransport, self._proxy, limits=DEFAULT_LIMITS)
+                )
 
     def send(
         self,

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import select
 import socket
 import sys
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, NoReturn, Protocol, TypeVar, overload
 
 import httpx
 
@@ -118,7 +120,11 @@ class Limiter:
     def take(self, piece: bytes) -> bytes:
         """Decode (if the body has a content coding) and count one piece of the body."""
         if self.decoder is not None:
-            piece = self.decoder.decode(piece, self.max_bytes - self.received + 1)
+            decoded = self.decoder.decode(piece, self.max_bytes - self.received + 1)
+            if decoded is None:  # it would pass the limit: dropped uncounted (`ContentDecoder`)
+                self.received = self.max_bytes + 1
+                self._refuse()
+            piece = decoded
         self.received += len(piece)
         if self.received > self.max_bytes or (
             self.deadline_at is not None and time.monotonic() > self.deadline_at
@@ -131,7 +137,7 @@ class Limiter:
         decoder, self.decoder = self.decoder, None
         return b"" if decoder is None else self.take(decoder.flush())
 
-    def _refuse(self) -> None:
+    def _refuse(self) -> NoReturn:
         if self.received > self.max_bytes:
             raise errors.ProtocolError(
                 f"response refused after {self.received} bytes: larger than "
@@ -232,6 +238,35 @@ class _Connection(Protocol):
 C = TypeVar("C", bound=_Connection)
 
 
+class _Forked(Protocol):
+    def after_fork(self) -> None:
+        """In a forked child: forget what belongs to the parent process."""
+
+
+# Every transport of this process, told when it has forked (`forked_child`).
+_TRANSPORTS: weakref.WeakSet[_Forked] = weakref.WeakSet()
+
+
+def per_process(transport: _Forked) -> None:
+    """Have ``transport`` forget its connections in a child forked from this process.
+
+    A pooled socket survives ``fork()`` in both processes: two processes writing requests to one
+    connection read each other's answers (a pre-fork server whose master made one call before
+    forking: gunicorn ``--preload``, uWSGI, `multiprocessing` with fork). The reset runs in the
+    child, before its first call, so the calls themselves pay nothing for it (a process check
+    at every checkout would be a system call per call: glibc no longer caches the pid)."""
+    _TRANSPORTS.add(transport)
+
+
+def _forked_child() -> None:
+    for transport in list(_TRANSPORTS):
+        transport.after_fork()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork
+    os.register_at_fork(after_in_child=_forked_child)
+
+
 class Pool(Generic[C]):
     """Idle connections per origin, last in first out; and every open one (``opened``), so
     that closing the pool closes the checked-out ones too.
@@ -239,13 +274,23 @@ class Pool(Generic[C]):
     Every operation is O(1) (list append/pop, set add/discard, all atomic under the GIL, so the
     sync transport may be shared by threads without a lock). A connection joins ``opened`` when
     it is made (`add`) and leaves it when the pool closes it: checking one out and releasing it,
-    which every call does, touch only its idle list."""
+    which every call does, touch only its idle list.
+
+    The pool holds its idle connections; a checked-out one is held by its call alone
+    (``opened`` is weak). A call that ends by an exception closes its connection where it
+    waits (connecting, sending, receiving: where a signal's handler, a ``KeyboardInterrupt`` or
+    a closed generator's ``GeneratorExit`` lands in practice); one raised between two of its
+    other steps (after the checkout, before the release) may land where no handler is, and the
+    connection is then closed when the call's frames let go of it (`SyncTransport`'s
+    connections close their socket when collected; an asyncio connection is held by its loop
+    until closed, and a task is interrupted only where it awaits). Either way no connection
+    stays checked out after its call."""
 
     __slots__ = ("idle", "opened")
 
     def __init__(self) -> None:
         self.idle: dict[tuple[str, str, int], list[C]] = {}
-        self.opened: set[C] = set()
+        self.opened: weakref.WeakSet[C] = weakref.WeakSet()
 
     def checkout(self, origin: tuple[str, str, int]) -> C | None:
         idle = self.idle.get(origin)
@@ -300,7 +345,7 @@ class Pool(Generic[C]):
     @property
     def in_use(self) -> set[C]:
         """The open connections that are checked out."""
-        return self.opened.difference([c for idle in self.idle.values() for c in idle])
+        return set(self.opened).difference([c for idle in self.idle.values() for c in idle])
 
     def connections(self) -> list[C]:
         return list(self.opened)
@@ -310,6 +355,14 @@ class Pool(Generic[C]):
             conn.close()
         self.idle.clear()
         self.opened.clear()
+
+    def forget(self) -> list[C]:
+        """Empty the pool without closing anything (in a forked child: the connections are
+        the parent's); returns what it held."""
+        inherited = list(self.opened)
+        self.idle = {}
+        self.opened = weakref.WeakSet()
+        return inherited
 
 
 class PatchWatch:

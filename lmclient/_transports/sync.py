@@ -31,6 +31,7 @@ from lmclient._transports.common import (
     io_error,
     or_none,
     own_client,
+    per_process,
     raw_chunks,
     raw_response,
     readability,
@@ -60,7 +61,15 @@ class _SyncConnection:
     outlived a server answering after 6 s under a 0.2 s SIGALRM, and an 8 MiB prompt to a slow
     reader ran 54 s past a 2 s one."""
 
-    __slots__ = ("idle_since", "origin", "parser", "sock", "stale", "timeout")
+    __slots__ = (
+        "__weakref__",  # (the pool's set of open connections is weak: `Pool`)
+        "idle_since",
+        "origin",
+        "parser",
+        "sock",
+        "stale",
+        "timeout",
+    )
 
     def __init__(self, sock: socket.socket, origin: tuple[str, str, int], timeout: float) -> None:
         self.sock = sock
@@ -83,6 +92,14 @@ class _SyncConnection:
 
     def close(self) -> None:
         self.sock.close()
+
+    def __del__(self) -> None:
+        # Nothing holds the connection any more: its call ended by an exception raised between
+        # two of its steps (see `Pool`), or a stream was dropped unread. Close it as the call
+        # would have (no ResourceWarning: it is not the user's socket to close).
+        sock = getattr(self, "sock", None)  # (None: the interrupt came before it was set)
+        if sock is not None:
+            sock.close()
 
 
 def _read_body(
@@ -175,6 +192,7 @@ class SyncTransport:
         self._client = http_client
         self._uds = uds  # every connection to this Unix socket, whatever the URL's host
         self._via_httpx = http_client is not None or proxy is not None
+        self._proxy = proxy
         self._pool: Pool[_SyncConnection] = Pool()
         self._targets = Targets()
         self._ssl: ssl.SSLContext | None = None
@@ -182,6 +200,20 @@ class SyncTransport:
         self._httpx: httpx.Client | None = None
         if proxy is not None:
             self._httpx = own_client(proxied(httpx.HTTPTransport, proxy, limits=DEFAULT_LIMITS))
+        per_process(self)
+
+    def after_fork(self) -> None:
+        """In a forked child: the parent's sockets are closed here (which leaves them open in
+        the parent: no shutdown), and httpx's pool (a proxy's, respx's) is replaced, unclosed.
+        A user's own ``http_client`` is theirs to replace."""
+        for conn in self._pool.forget():
+            conn.close()
+        if self._httpx is not None:
+            self._httpx = None
+            if self._proxy is not None:
+                self._httpx = own_client(
+                    proxied(httpx.HTTPTransport, self._proxy, limits=DEFAULT_LIMITS)
+                )
 
     def send(
         self,
