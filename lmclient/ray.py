@@ -72,6 +72,8 @@ class Generate:
         client: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None  # Ray's, where the connections live
+        self._loop_thread: int | None = None
         if on_error not in ("row", "raise"):
             raise ValueError(f'on_error must be "row" or "raise", not {on_error!r}')
         self._columns = Columns(output_type)
@@ -89,8 +91,6 @@ class Generate:
         self._row_errors = on_error == "row"
         self._params = params
         self._turn = asyncio.Lock()  # one batch at a time: `concurrency` bounds the actor
-        self._loop: asyncio.AbstractEventLoop | None = None  # Ray's, where the connections live
-        self._loop_thread: int | None = None
 
     async def __call__(self, batch: pa.Table) -> pa.Table:
         """The batch with the output columns appended, one row for each of its rows."""
