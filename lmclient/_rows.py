@@ -19,7 +19,7 @@ import datetime
 import decimal
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
@@ -59,7 +59,7 @@ def record_fields(output_type: Any) -> tuple[str, ...] | None:
         return tuple(output_type.__annotations__)
     pydantic = sys.modules.get("pydantic")  # never imported here: only if the user has it
     if pydantic is not None and issubclass(output_type, pydantic.BaseModel):
-        return tuple(output_type.model_fields)
+        return tuple(cast(Any, output_type).model_fields)
     return None
 
 
@@ -123,7 +123,7 @@ class Columns:
                 fields = {"value": _builtins(row)} if self._fields is None else self._fields(row)
                 too_big = _too_big(fields)
                 if too_big is None:
-                    for name, column in zip(self.value_names, values):
+                    for name, column in zip(self.value_names, values, strict=True):
                         column.append(fields.get(name))
                     error_type.append(None)
                     error_message.append(None)

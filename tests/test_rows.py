@@ -9,6 +9,7 @@ import datetime
 from typing import Annotated, Any, Literal, NamedTuple
 
 import msgspec
+import pydantic
 import pytest
 from typing_extensions import TypedDict
 
@@ -101,8 +102,6 @@ def test_dataclasses_namedtuples_and_typeddicts_are_records(
 
 
 def test_a_pydantic_model_is_a_record() -> None:
-    pydantic = pytest.importorskip("pydantic")  # in the dev extra: never skipped there
-
     class Film(pydantic.BaseModel):
         title: str
         pair: Pair

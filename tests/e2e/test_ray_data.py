@@ -5,6 +5,7 @@ llama.cpp server with a few hundred rows."""
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,17 +14,21 @@ from typing import Any
 import msgspec
 import pytest
 
-os.environ["RAY_USAGE_STATS_ENABLED"] = "0"  # before Ray is imported: it reads it then too
+# Read when Ray is imported: no usage report (it would reach for the network), and the node's
+# address is the loopback one, not the address a UDP socket to the outside would use, so that
+# every Ray server listens on 127.0.0.1 only.
+os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 
-import ray  # noqa: E402
-import ray.cloudpickle  # noqa: E402
-import ray.data  # noqa: E402
+import ray
+import ray.cloudpickle
+import ray.data
 
-import lmclient.ray  # noqa: E402
-from lmclient.testing import FakeLLM  # noqa: E402
-from scripts import llamacpp  # noqa: E402
-from tests.e2e import ray_types  # noqa: E402
-from tests.e2e.ray_types import ByValue, Person, Review  # noqa: E402
+import lmclient.ray
+from lmclient.testing import FakeLLM
+from scripts import llamacpp
+from tests.e2e import ray_types
+from tests.e2e.ray_types import ByValue, Person, Review
 
 pytestmark = pytest.mark.slow  # a Ray cluster and its actors: seconds to start each
 
@@ -39,7 +44,7 @@ def cluster() -> Iterator[None]:
         object_store_memory=256 * 2**20,  # the machine's other work keeps the rest
         _node_ip_address="127.0.0.1",
         runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0"}},
-        logging_level="WARNING",
+        logging_level=logging.WARNING,
     )
     ray.data.DataContext.get_current().enable_progress_bars = False
     try:
@@ -102,9 +107,7 @@ def test_failed_rows_are_rows_carrying_their_error(cluster: None) -> None:
         rows = out.take_all()
     check_rows(rows, 300, ("sentiment", "stars"))
     failed = [row for row in rows if row["error_type"] is not None]
-    assert sorted(row["error_type"] for row in failed) == ["ServerError"] * 5 + [
-        "ValidationError"
-    ]
+    assert sorted(row["error_type"] for row in failed) == ["ServerError"] * 5 + ["ValidationError"]
     for row in failed:
         assert row["sentiment"] is None and row["stars"] is None and row["error_message"]
     invalid = next(row for row in rows if row["id"] == 7)
@@ -154,14 +157,14 @@ def test_an_input_column_the_stage_would_overwrite_fails_the_job(cluster: None) 
 def test_a_struct_that_loses_its_fields_in_transit_fails_the_job(cluster: None) -> None:
     """A regression test: a Struct pickled by value (a script's ``__main__`` class) reached the
     actors as a struct of no fields, and every row "validated" into ``ByValue()``."""
-    ray.cloudpickle.register_pickle_by_value(ray_types)
+    ray.cloudpickle.register_pickle_by_value(ray_types)  # type: ignore[no-untyped-call]
     try:
         with FakeLLM().serve() as url:
             out = lmclient.ray.generate(dataset(20), url, ByValue, num_cpus=0.5)
             with pytest.raises(Exception, match="did not survive the trip"):
                 out.take_all()
     finally:
-        ray.cloudpickle.unregister_pickle_by_value(ray_types)
+        ray.cloudpickle.unregister_pickle_by_value(ray_types)  # type: ignore[no-untyped-call]
 
 
 @pytest.mark.slow
