@@ -8,8 +8,9 @@ thousand: the server is the ceiling, as a real model is). Each method asks for t
 constraint fields (lmclient's, vLLM's dialect) and gets the same answer. The cluster is up
 before any clock starts; a Ray job's rate is counted once it runs (from its first batch out to
 its last, as its actors' start takes seconds, minutes on a loaded machine), and its whole time
-is reported beside it; ``generate_many`` is timed from its call. The Ray stages run 2 actors of 0.5 CPU
-on a ``ray.init(num_cpus=2)`` cluster; the processor's rows are decoded into `Person` by msgspec.
+is reported beside it; ``generate_many`` is timed from its call. The Ray stages run 2 actors
+of 0.5 CPU on a ``ray.init(num_cpus=2)`` cluster; the processor's rows are decoded into
+`Person` by msgspec.
 
     python benchmarks/ray_data.py [--rows 20000] [--fake-rows 5000] [--docs docs/performance.md]
 """
