@@ -8,10 +8,12 @@ STAMP := $(VENV)/.installed
 
 install: $(STAMP)
 
+# `ray` (Ray Data, pyarrow, pandas: about 550 MB installed) only here: the Ray tests are in tests/e2e,
+# which the other Pythons' unit suites (scripts/pythons.py, `dev` only) do not run.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,ray]'
 	touch $(STAMP)
 
 # The e2e tests need a real llama.cpp server and model: built once (~15 min on 2 cores) into

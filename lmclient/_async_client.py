@@ -427,7 +427,10 @@ class AsyncClient:
         on_result: Callable[[int, Any], object] | None,
         usage: UsageTotal | None,
         params: Any,
+        whole: bool = False,
     ) -> list[Any]:
+        """`generate_many`'s work; ``whole``: each item's `Response`, not its value
+        (`lmclient.ray` writes its usage too)."""
         items = self._core.batch(where, prompts, output_type, endpoint, params, concurrency)
         results: list[Any] = [None] * len(items)
         pending = iter(range(len(items)))  # shared by the workers: each index is taken once
@@ -446,7 +449,7 @@ class AsyncClient:
                 else:
                     if usage is not None:
                         usage.add(response)
-                    value = response.values[0]
+                    value = response if whole else response.values[0]
                 results[index] = value
                 if on_result is not None:
                     on_result(index, value)

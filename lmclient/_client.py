@@ -427,7 +427,10 @@ class Client:
         on_result: Callable[[int, Any], object] | None,
         usage: UsageTotal | None,
         params: Any,
+        whole: bool = False,
     ) -> list[Any]:
+        """`generate_many`'s work; ``whole``: each item's `Response`, not its value
+        (`lmclient.ray` writes its usage too)."""
         items = self._core.batch(where, prompts, output_type, endpoint, params, concurrency)
         results: list[Any] = [None] * len(items)
         pool = ThreadPoolExecutor(max(1, min(concurrency, len(items))))  # threads share one pool
@@ -442,7 +445,8 @@ class Client:
                 if usage is not None:
                     usage.add(future.result() if failure is None else failure)
                 if failure is None:
-                    results[index] = future.result().values[0]
+                    response = future.result()
+                    results[index] = response if whole else response.values[0]
                 elif return_exceptions and isinstance(failure, errors.LMClientError):
                     results[index] = failure
                 else:

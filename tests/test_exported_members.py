@@ -96,5 +96,5 @@ def test_only_the_public_modules_have_public_names() -> None:
     def public_modules(package: types.ModuleType) -> set[str]:
         return {m.name for m in pkgutil.iter_modules(package.__path__) if m.name[0] != "_"}
 
-    assert public_modules(lmclient) == {"batch", "errors", "testing"}
+    assert public_modules(lmclient) == {"batch", "errors", "ray", "testing"}
     assert public_modules(lmclient.testing) == {"pytest_plugin"}

@@ -7,9 +7,12 @@ close a cycle). ``from . import errors`` depends on ``lmclient.errors``, not on 
 from __future__ import annotations
 
 import ast
+import importlib.metadata
 import subprocess
 import sys
 from pathlib import Path
+
+from packaging.requirements import Requirement
 
 import lmclient
 
@@ -106,3 +109,24 @@ def test_no_opentelemetry_unless_the_application_imports_it() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[] []"
+
+
+def test_ray_only_behind_its_extra() -> None:
+    """`lmclient.ray` is the one module that imports Ray (and pyarrow): neither ``import
+    lmclient``, nor a client's calls, nor the fake import them, and the distribution's runtime
+    requirements are still httpx and msgspec, Ray only under the ``ray`` extra."""
+    code = (
+        "import sys, lmclient\n"
+        "from lmclient.testing import FakeLLM\n"
+        "with FakeLLM().serve() as url, lmclient.Client(url) as client:\n"
+        "    client.generate_many(['a', 'b'], int)\n"
+        "heavy = ('ray', 'pyarrow', 'pandas', 'numpy')\n"
+        "print(sorted(m for m in sys.modules if m.partition('.')[0] in heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    requirements = [Requirement(r) for r in importlib.metadata.requires("lmclient") or []]
+    runtime = sorted(r.name for r in requirements if r.marker is None)
+    assert runtime == ["httpx", "msgspec"]
+    ray = [r for r in requirements if r.marker is not None and r.marker.evaluate({"extra": "ray"})]
+    assert [(r.name, r.extras) for r in ray] == [("ray", {"data"})]
