@@ -13,6 +13,7 @@ import asyncio
 import logging
 import socket
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -22,7 +23,7 @@ import pytest
 import lmclient
 from lmclient._transports.aio import _AsyncConnection
 from lmclient._transports.common import StaleConnection
-from tests.byte_server import ByteServer, answer, read_request
+from tests.byte_server import FIRST_EVENT, STREAM_HEAD, ByteServer, answer, read_request
 
 pytestmark = pytest.mark.timeout(60)
 HANG = 10.0  # an async call that has not returned by then is reported as hung
@@ -148,3 +149,41 @@ async def test_the_read_timer_wakes_a_call_on_a_connection_closed_without_an_err
     conn._check_idle()
     assert isinstance(conn.error, lmclient.APITimeoutError)
     conn.close()
+
+
+# -- the client's own closes: done when `aclose` returns -------------------------------------
+
+
+def held_stream(sock: socket.socket, server: ByteServer) -> None:
+    """Begins a stream on the connection's request and holds it until the client closes the
+    connection; then says so (``server.release`` doubles as "the client let go")."""
+    if read_request(sock):
+        sock.sendall(STREAM_HEAD + FIRST_EVENT)
+        while sock.recv(65536):
+            pass
+        server.client_closed.set()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("how", ["break", "deadline"])
+async def test_aclose_returns_with_every_socket_closed(how: str) -> None:
+    """When `AsyncClient.aclose` returns, the server has seen every connection close — also
+    the one a stream or a call had already given up (a ``break``, a deadline), whose close
+    asyncio finishes one loop iteration later. A caller that then blocks the loop (the vLLM
+    abort e2e waits for the server's log in the test's own thread) must not keep the server
+    generating for a client that left: before, `aclose` skipped that iteration when its pool was
+    empty, as it is when the one connection was the stream's."""
+    server = ByteServer(held_stream)
+    server.client_closed = threading.Event()  # type: ignore[attr-defined]
+    try:
+        async with lmclient.AsyncClient(**server.options, model="m", dialect="generic") as client:
+            if how == "break":
+                async with client.stream("Q") as s:
+                    async for _ in s:
+                        break
+            else:
+                with pytest.raises(lmclient.APITimeoutError):
+                    await client.generate("Q", deadline=0.5, max_retries=0)
+        # no await from here on: the loop does not run again before the check
+        assert server.client_closed.wait(HANG)  # type: ignore[attr-defined]
+    finally:
+        server.stop()

@@ -447,14 +447,15 @@ class AsyncTransport:
         return await self._exchange(request, timeouts, max_bytes, deadline_at, True)
 
     async def aclose(self) -> None:
-        """Close every connection; when this returns, their sockets are closed too (asyncio
-        closes an aborted transport's socket one loop iteration later)."""
-        had_connections = bool(self._pool.connections())
+        """Close every connection; when this returns, their sockets are closed too: asyncio
+        closes an aborted transport's socket one loop iteration later, so one iteration is
+        always let run — also for the connections a stream or a call closed before (a
+        ``break``, a deadline), which the pool no longer holds. A caller that blocks the loop
+        afterwards must not leave a server generating for a client that left."""
         self._pool.close()
         if self._httpx is not None:
             await self._httpx.aclose()
-        if had_connections:
-            await asyncio.sleep(0)
+        await asyncio.sleep(0)
 
     def closed(self) -> AsyncTransport:
         """What a closed client sends through instead of this transport, once it is closed."""
