@@ -10,14 +10,16 @@ What an answer holds depends on the request, so that answers cannot be confused:
   it (a proxy passes it in ``x-client-port``; over a Unix socket, which has no port, a number
   per connection), so that tests can count connections, and a pad;
 * a streamed answer's content is the JSON array ``["<prompt>:0", ..., "<prompt>:N-1"]``, one
-  element per ``data:`` event (N = `STREAM_ITEMS`), ending with ``data: [DONE]``.
+  element per ``data:`` event (N = `STREAM_ITEMS`, or `FEW_ITEMS` with ``few``), ending with
+  ``data: [DONE]``.
 
 How it is sent is chosen by options in the ``model`` name, joined with ``+``
 (``"echo+big+gzip"``), or in the prompt, as words that start with ``+`` (``"+big +gzip hi"``):
-``big`` pads the content to `BIG_PAD` characters (a body of about 5 MB); ``chunked`` sends the
-body in pieces without a Content-Length; ``gzip`` compresses the body (``content-encoding:
-gzip``, incrementally for pieces and streams). A path under ``/close/`` is the same API answered
-with ``connection: close``.
+``big`` pads the content to `BIG_PAD` characters (a body of about 5 MB); ``few`` makes a
+stream short (a server sends every event of a stream, even to a client that left);
+``chunked`` sends the body in pieces without a Content-Length; ``gzip`` compresses the body
+(``content-encoding: gzip``, incrementally for pieces and streams). A path under ``/close/``
+is the same API answered with ``connection: close``.
 """
 
 from __future__ import annotations
@@ -30,11 +32,12 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["BIG_PAD", "MODEL", "STREAM_ITEMS", "Reply", "app", "echo_text", "respond"]
+__all__ = ["BIG_PAD", "FEW_ITEMS", "MODEL", "STREAM_ITEMS", "Reply", "app", "echo_text", "respond"]
 
 MODEL = "echo"
 BIG_PAD = 5_000_000
 STREAM_ITEMS = 2_000
+FEW_ITEMS = 100
 PIECE = 64 * 1024  # the size of a body's pieces with the ``chunked`` option
 
 
@@ -56,9 +59,9 @@ def echo_text(prompt: str, port: int, *, big: bool = False) -> str:
     return msgspec.json.encode({"prompt": prompt, "port": port, "pad": pad}).decode()
 
 
-def stream_items(prompt: str) -> list[str]:
+def stream_items(prompt: str, count: int = STREAM_ITEMS) -> list[str]:
     """A streamed answer's elements."""
-    return [f"{prompt}:{i}" for i in range(STREAM_ITEMS)]
+    return [f"{prompt}:{i}" for i in range(count)]
 
 
 def respond(method: str, path: str, headers: dict[str, str], body: bytes, port: int) -> Reply:
@@ -98,7 +101,8 @@ def _route(method: str, path: str, headers: dict[str, str], body: bytes, port: i
     compress = "gzip" in options
     if request.get("stream"):
         usage = bool((request.get("stream_options") or {}).get("include_usage"))
-        events = _events(head, chat, stream_items(prompt), usage)
+        items = stream_items(prompt, FEW_ITEMS if "few" in options else STREAM_ITEMS)
+        events = _events(head, chat, items, usage)
         reply = Reply(200, [("content-type", "text/event-stream"), ("cache-control", "no-cache")])
         reply.chunks = _gzip_pieces(events) if compress else events
     else:
