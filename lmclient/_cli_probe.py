@@ -10,6 +10,7 @@ import argparse
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+from . import errors
 from ._cli import EXIT_FAILED, EXIT_OK, UsageError, make_client, print_json, server_url
 
 if TYPE_CHECKING:
@@ -105,6 +106,8 @@ def probe(args: argparse.Namespace) -> int:
     """``lmclient probe``: what the server is; with ``--check``, what it enforces."""
     with make_client(args, _PROBE_ONLY_MODEL, "auto") as client:
         info = client.probe()  # exactly what a first call with dialect="auto" learns
+        if not info.models:  # a probe never fails, but a refused key is worth an exit 1
+            _refused_key(client)
     url = server_url(args.url, args.uds)
     report: dict[str, Any] = {
         "url": url,
@@ -196,6 +199,17 @@ def _field_name(key: str, value: Any) -> str:
     if key == "structured_outputs":
         return f"{key}.{next(iter(value))}"
     return key
+
+
+def _refused_key(client: Client) -> None:
+    """Raise the model list's refusal of the key (401, 403): detection took the refusal for
+    "not recognised", as a call would; the command is asked what the server is, and a key it
+    refuses is the answer to give. Any other failure (a gateway without ``/v1/models``) is not."""
+    try:
+        client.models()
+    except errors.APIStatusError as exc:
+        if exc.status_code in (401, 403):
+            raise
 
 
 def _print_probe(report: dict[str, Any], rows: list[_Row]) -> None:

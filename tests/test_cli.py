@@ -347,26 +347,28 @@ def test_stream_prints_deltas_as_they_come(url: str, fake: FakeLLM) -> None:
 
 
 def test_stream_of_an_invalid_value_exits_1(fake: FakeLLM, url: str) -> None:
-    fake.reply("maybe")
+    fake.reply("yess")  # (begins as an option does: not a constraint the server ignored)
     result = run("generate", "Q", "--stream", "--choice", "yes", "no", "--url", url)
     assert result.returncode == 1
-    assert result.stdout == "maybe\n"  # shown as it came, then refused
+    assert result.stdout == "yess\n"  # shown as it came, then refused
     assert "ValidationError" in result.stderr and "expected one of ['yes', 'no']" in result.stderr
 
 
 def test_validation_failure_exits_1(fake: FakeLLM, url: str) -> None:
-    fake.reply("forty-two")
+    fake.reply("42 years")  # (begins as an int does: not a constraint the server ignored)
     result = run("generate", "Q", "--type", "int", "--url", url)
     assert (result.returncode, result.stdout) == (1, "")
     assert result.stderr.startswith("lmclient: ValidationError: output does not match int")
-    assert "forty-two" in result.stderr
+    assert "42 years" in result.stderr
 
 
 def test_api_error_exits_1(fake: FakeLLM, url: str) -> None:
     fake.fail(400, body="the prompt is too long")
     result = run("generate", "Q", "--url", url)
     assert (result.returncode, result.stdout) == (1, "")
-    assert result.stderr == "lmclient: BadRequestError: 400: the prompt is too long\n"
+    assert result.stderr == (
+        "lmclient: BadRequestError: 400: the prompt is too long (POST /v1/chat/completions)\n"
+    )
 
 
 def test_unknown_model_exits_1() -> None:
@@ -462,7 +464,7 @@ def test_batch_output_order_does_not_depend_on_finishing_order() -> None:
 
 def test_batch_failures_are_error_lines_and_exit_1(fake: FakeLLM, url: str) -> None:
     fake.fail(400, body="nope", when="rejected", times=None)
-    fake.reply("many", when="invalid")
+    fake.reply("7 many", when="invalid")  # (begins as an int: a ValidationError)
     stdin = '"one"\n"rejected"\n"invalid"\n"two"\n'
     result = run("batch", "-", "--type", "int", "--url", url, stdin=stdin)
     assert result.returncode == 1
@@ -470,9 +472,13 @@ def test_batch_failures_are_error_lines_and_exit_1(fake: FakeLLM, url: str) -> N
     one, rejected, invalid, two = lines(result.stdout)
     assert isinstance(one["value"], int) and isinstance(two["value"], int)
     assert rejected == {
-        "error": {"type": "BadRequestError", "message": "400: nope", "status_code": 400}
+        "error": {
+            "type": "BadRequestError",
+            "message": "400: nope (POST /v1/chat/completions)",
+            "status_code": 400,
+        }
     }
-    assert invalid["error"]["type"] == "ValidationError" and invalid["error"]["text"] == "many"
+    assert invalid["error"]["type"] == "ValidationError" and invalid["error"]["text"] == "7 many"
 
 
 def test_batch_flags_reach_every_request(fake: FakeLLM, url: str, tmp_path: Path) -> None:

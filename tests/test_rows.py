@@ -132,14 +132,14 @@ def test_any_other_type_is_one_value_column(output_type: Any, reply: Any, value:
 def test_a_failed_row_keeps_its_place_its_error_and_the_usage_it_spent() -> None:
     fake = FakeLLM()
     fake.reply(Person("Ada", 36))
-    fake.reply("not json", when="row 1")  # invalid: a ValidationError carrying its usage
+    fake.reply('{"name": 1}', when="row 1")  # invalid: a ValidationError carrying its usage
     fake.fail(503, when="row 2", times=1)
     out = Columns(Person).split(outcomes(fake, Person))
     assert out["name"] == ["Ada", None, None]
     assert out["error_type"] == [None, "ValidationError", "ServerError"]
     assert out["error_message"][0] is None and "503" in out["error_message"][2]
     assert out["prompt_tokens"] == [2, 2, None]  # an error status reports no usage
-    assert out["completion_tokens"] == [6, 2, None]
+    assert out["completion_tokens"] == [6, 3, None]
 
 
 def test_an_integer_arrow_cannot_hold_is_that_rows_error_not_the_batchs() -> None:
