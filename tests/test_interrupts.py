@@ -87,12 +87,13 @@ def at_line(n: int, call: Callable[[], object]) -> tuple[int, bool]:
         return local if name.startswith(PACKAGE) and not name.startswith(FAKE) else None
 
     interrupted = False
+    previous = sys.gettrace()  # coverage's tracer, under `make test`: put back, not dropped
     sys.settrace(calls)
     try:
         try:
             call()
         finally:
-            sys.settrace(None)
+            sys.settrace(previous)
     except Interrupt:
         interrupted = True
     return lines, interrupted
