@@ -53,10 +53,14 @@ if TYPE_CHECKING:
         Retrying,
         StreamFinished,
     )
-    from ._markers import Choice, Grammar, JsonSchema, Regex
+    from ._output.markers import Choice, Grammar, JsonSchema, Regex
     from ._params import CallParams, CreateParams, FileParams
     from ._progress import Progress
-    from ._protocol import (
+    from ._response import Response
+    from ._stream import AsyncStream, Stream
+    from ._tools import Tool, ToolCall
+    from ._usage import UsageTotal
+    from ._wire.protocol import (
         CompletionTokensDetails,
         LlamaCppTimings,
         PromptTokensDetails,
@@ -65,10 +69,6 @@ if TYPE_CHECKING:
         Usage,
         VllmMetrics,
     )
-    from ._response import Response
-    from ._stream import AsyncStream, Stream
-    from ._tools import Tool, ToolCall
-    from ._usage import UsageTotal
 
 
 _LAZY = {
@@ -92,19 +92,19 @@ _LAZY = {
     "AsyncStream": "_stream",
     "Stream": "_stream",
     "Progress": "_progress",
-    "TokenLogprob": "_protocol",
-    "TopLogprob": "_protocol",
-    "Usage": "_protocol",
-    "CompletionTokensDetails": "_protocol",
-    "LlamaCppTimings": "_protocol",
-    "PromptTokensDetails": "_protocol",
-    "VllmMetrics": "_protocol",
+    "TokenLogprob": "_wire.protocol",
+    "TopLogprob": "_wire.protocol",
+    "Usage": "_wire.protocol",
+    "CompletionTokensDetails": "_wire.protocol",
+    "LlamaCppTimings": "_wire.protocol",
+    "PromptTokensDetails": "_wire.protocol",
+    "VllmMetrics": "_wire.protocol",
     "UsageTotal": "_usage",
     "Response": "_response",
-    "Choice": "_markers",
-    "Grammar": "_markers",
-    "JsonSchema": "_markers",
-    "Regex": "_markers",
+    "Choice": "_output.markers",
+    "Grammar": "_output.markers",
+    "JsonSchema": "_output.markers",
+    "Regex": "_output.markers",
     "Tool": "_tools",
     "ToolCall": "_tools",
 }

@@ -24,7 +24,7 @@ from ._embeddings import (
     tokenize_call,
 )
 from ._hooks import Hook, Observer, Watch
-from ._markers import Choice, Grammar, JsonSchema, Regex
+from ._output.markers import Choice, Grammar, JsonSchema, Regex
 from ._params import Prompt
 from ._proxies import environment_proxy
 from ._response import Response

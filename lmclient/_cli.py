@@ -393,8 +393,8 @@ def _prompt(given: str | None) -> str:
 def _output_type(args: argparse.Namespace) -> tuple[Any, bool]:
     """The output type the flags ask for, checked now (a bad regex or schema is a usage error,
     found before any request), and whether its values are text to print as is."""
-    from ._markers import Choice, Grammar, JsonSchema, Regex
-    from ._types import compile_output
+    from ._output.markers import Choice, Grammar, JsonSchema, Regex
+    from ._output.types import compile_output
 
     if args.syntax is not None and args.grammar is None:
         raise UsageError("--syntax needs --grammar")

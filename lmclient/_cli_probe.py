@@ -76,7 +76,7 @@ class _Row:
 
 
 def _checks() -> list[_Check]:
-    from ._markers import Choice, Grammar, JsonSchema, Regex
+    from ._output.markers import Choice, Grammar, JsonSchema, Regex
 
     schema = {
         "type": "object",
@@ -150,7 +150,7 @@ def _check(client: Client, dialect: str, endpoint: Endpoint, check: _Check, comp
     import re
 
     from ._dialects import get_dialect
-    from ._types import compile_output
+    from ._output.types import compile_output
     from .errors import (
         APIStatusError,
         LMClientError,

@@ -27,7 +27,6 @@ import msgspec
 
 from . import errors
 from ._config import UDS_BASE_URL, client_headers, client_uds, client_url
-from ._depth import MAX_DEPTH, nested_deeper, too_deep
 from ._dialects import (
     OWNED_PROBES,
     PROBE_PATHS,
@@ -41,16 +40,9 @@ from ._dialects import (
 )
 from ._extra import merge_extra
 from ._log import log
+from ._output.depth import MAX_DEPTH, nested_deeper, too_deep
+from ._output.types import DECODE_ERRORS, OutputSpec, compile_output
 from ._params import CALL_PARAMS, Timeouts, check_params, env_api_key, env_base_url
-from ._protocol import (
-    ChatCompletion,
-    Completion,
-    ModelList,
-    TokenLogprob,
-    Usage,
-    WireToolCall,
-    add_usage,
-)
 from ._reasoning import REASONING_PARAMS, reasoning_fields, reasoning_params, thinking_room
 from ._response import Response
 from ._secrets import scrub, scrub_text, secrets_of
@@ -65,8 +57,16 @@ from ._tools import (
     tool_fields,
     tool_table,
 )
-from ._types import DECODE_ERRORS, OutputSpec, compile_output
 from ._unapplied import unapplied
+from ._wire.protocol import (
+    ChatCompletion,
+    Completion,
+    ModelList,
+    TokenLogprob,
+    Usage,
+    WireToolCall,
+    add_usage,
+)
 from .errors import ConfigurationError
 
 __all__ = ["Call", "ClientCore", "Lookup", "PreparedRequest"]

@@ -17,9 +17,9 @@ from typing import Any, Literal, NamedTuple
 
 import msgspec
 
-from ._patterns import gbnf_alternation, regex_alternation, search_anchored
+from ._output.patterns import gbnf_alternation, regex_alternation, search_anchored
+from ._output.types import OutputSpec
 from ._servers import SERVERS, Server
-from ._types import OutputSpec
 from .errors import UnsupportedConstraintError
 
 __all__ = [

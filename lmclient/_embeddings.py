@@ -35,10 +35,10 @@ import msgspec
 
 from . import errors
 from ._core import Lookup, PreparedRequest, _messages
-from ._depth import MAX_DEPTH, nested_deeper, too_deep
+from ._output.depth import MAX_DEPTH, nested_deeper, too_deep
+from ._output.types import DECODE_ERRORS
 from ._params import Prompt, check_params
-from ._protocol import Usage
-from ._types import DECODE_ERRORS
+from ._wire.protocol import Usage
 
 if TYPE_CHECKING:
     from typing import TypeAlias

@@ -29,7 +29,7 @@ import msgspec
 from . import errors
 from ._headers import Headers
 from ._log import log
-from ._protocol import Usage
+from ._wire.protocol import Usage
 from .errors import ConfigurationError
 
 if TYPE_CHECKING:

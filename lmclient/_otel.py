@@ -33,7 +33,7 @@ from ._hooks import CallFailed, CallFinished, Reasking, Retrying, StreamFinished
 if TYPE_CHECKING:
     from ._core import ClientCore
     from ._hooks import HookEvent
-    from ._protocol import Usage
+    from ._wire.protocol import Usage
 
 __all__ = ["CallSpan", "current_traceparent"]
 

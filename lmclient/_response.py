@@ -8,8 +8,8 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from ._headers import Headers
-from ._protocol import LlamaCppTimings, Measured, TokenLogprob, Usage, VllmMetrics
 from ._tools import ToolCall
+from ._wire.protocol import LlamaCppTimings, Measured, TokenLogprob, Usage, VllmMetrics
 
 __all__ = ["Response"]
 

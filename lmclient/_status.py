@@ -16,8 +16,8 @@ from typing import Any
 import msgspec
 
 from . import errors
-from ._depth import MAX_DEPTH, nested_deeper
-from ._types import DECODE_ERRORS
+from ._output.depth import MAX_DEPTH, nested_deeper
+from ._output.types import DECODE_ERRORS
 
 __all__ = ["ErrorInfo", "api_error", "error_info", "retry_after"]
 
@@ -36,7 +36,7 @@ def api_error(status: int, headers: Mapping[str, str], body: bytes) -> errors.AP
     """The typed error for an error response, from any server's envelope; ``headers`` has
     lower-case names (a transport's), kept for `APIStatusError.headers`."""
     try:
-        if nested_deeper(body, MAX_DEPTH):  # read as text (`lmclient._depth`)
+        if nested_deeper(body, MAX_DEPTH):  # read as text (`lmclient._output.depth`)
             raise msgspec.DecodeError
         decoded: Any = msgspec.json.decode(body)
     except DECODE_ERRORS:

@@ -14,20 +14,20 @@ import msgspec
 
 from . import errors
 from ._core import name_request
-from ._depth import nested_deeper, too_deep, type_depth
 from ._headers import Headers
-from ._protocol import LlamaCppTimings, Usage, VllmMetrics
+from ._output.depth import nested_deeper, too_deep, type_depth
+from ._output.types import DECODE_ERRORS
 from ._response import Response
-from ._sse import ArrayItems
 from ._stream_state import StreamState
 from ._tools import decode_calls
 from ._transports.common import AsyncStreamResponse, StreamResponse
-from ._types import DECODE_ERRORS
+from ._wire.protocol import LlamaCppTimings, Usage, VllmMetrics
+from ._wire.sse import ArrayItems
 
 if TYPE_CHECKING:
-    from ._partial import PartialObject
-    from ._protocol import WireToolCall
     from ._tools import ToolCall
+    from ._wire.partial import PartialObject
+    from ._wire.protocol import WireToolCall
 
 __all__ = ["AsyncStream", "Stream"]
 
@@ -69,7 +69,7 @@ def _item_decoder(state: StreamState) -> Callable[[str], Any]:
 
 def _partial_object(state: StreamState) -> PartialObject:
     """The snapshots of the output type's JSON object; TypeError for other types."""
-    from ._partial import PartialObject  # on the first partials(): most programs never need it
+    from ._wire.partial import PartialObject  # on the first partials(): most programs never need it
 
     spec = state.call.spec
     assert spec is not None

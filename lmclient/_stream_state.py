@@ -12,8 +12,11 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from . import errors
-from ._depth import MAX_DEPTH, nested_deeper, too_deep
-from ._protocol import (
+from ._output.depth import MAX_DEPTH, nested_deeper, too_deep
+from ._output.types import DECODE_ERRORS
+from ._secrets import scrub
+from ._status import api_error
+from ._wire.protocol import (
     LlamaCppTimings,
     Measured,
     StreamChunk,
@@ -22,10 +25,7 @@ from ._protocol import (
     WireFunction,
     WireToolCall,
 )
-from ._secrets import scrub
-from ._sse import ServerSentEvent, SSEDecoder
-from ._status import api_error
-from ._types import DECODE_ERRORS
+from ._wire.sse import ServerSentEvent, SSEDecoder
 
 if TYPE_CHECKING:
     from ._core import Call

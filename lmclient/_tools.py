@@ -20,7 +20,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
 
-from ._types import OutputSpec, compile_output
+from ._output.types import OutputSpec, compile_output
 from .errors import UnsupportedConstraintError, ValidationError
 
 __all__ = [

@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 
 from ._dialects import Plan
-from ._types import OutputSpec
+from ._output.types import OutputSpec
 
 __all__ = ["unapplied"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._protocol import Usage, add_usage
 from ._response import Response
+from ._wire.protocol import Usage, add_usage
 
 __all__ = ["UsageTotal"]
 

@@ -18,8 +18,8 @@ import msgspec
 from . import errors
 from ._core import Call, ClientCore
 from ._dialects import Endpoint
+from ._output.types import DECODE_ERRORS
 from ._status import api_error
-from ._types import DECODE_ERRORS
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

@@ -36,8 +36,8 @@ except ImportError as exc:  # the extra is not installed: say which one
 import msgspec
 
 from ._async_client import AsyncClient
+from ._output.types import compile_output
 from ._rows import Columns
-from ._types import compile_output
 
 __all__ = ["Generate", "OnError", "generate"]
 

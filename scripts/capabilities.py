@@ -16,9 +16,9 @@ import msgspec
 
 from lmclient import Grammar, Regex, UnsupportedConstraintError
 from lmclient._dialects import DIALECTS, Fields
+from lmclient._output.types import compile_output
 from lmclient._reasoning import reasoning_fields
 from lmclient._tools import CHOICES, ENFORCEMENT
-from lmclient._types import compile_output
 
 
 class _Object(msgspec.Struct):

@@ -20,7 +20,7 @@ import msgspec
 import pydantic
 
 import lmclient
-from lmclient._types import compile_output
+from lmclient._output.types import compile_output
 from lmclient.errors import UnsupportedConstraintError
 
 INT_RE = r"-?(0|[1-9][0-9]{0,18})"

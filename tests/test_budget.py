@@ -12,7 +12,7 @@ import pytest
 
 import lmclient
 from lmclient._dialects import MAX_TOKEN_BYTES, Budget, get_dialect
-from lmclient._types import compile_output
+from lmclient._output.types import compile_output
 from lmclient.testing import FakeLLM
 from tests.test_core import make_core
 

@@ -11,7 +11,7 @@ import pytest
 
 import lmclient
 from lmclient._dialects import DIALECTS, get_dialect, llamacpp_schema, strict_schema
-from lmclient._types import compile_output
+from lmclient._output.types import compile_output
 from lmclient.testing import FakeLLM
 from tests.kinds import COMPACT_PLACES, KINDS, Kind, compact_text, expected_fields, reply_text
 from tests.test_core import make_core

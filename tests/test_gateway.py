@@ -15,7 +15,7 @@ import respx
 
 import lmclient
 from lmclient._dialects import PROBE_PATHS, detect, get_dialect
-from lmclient._types import compile_output
+from lmclient._output.types import compile_output
 from lmclient._unapplied import unapplied
 from lmclient.testing import FakeLLM
 

@@ -1,5 +1,5 @@
-"""The compact grammar compiler (`lmclient._gbnf`): the grammars it writes for lmclient's real
-schemas, read back as text by `lmclient.testing._grammar.gbnf_accepts` (is it a sentence?) and
+"""The compact grammar compiler (`lmclient._output.gbnf`): the grammars it writes for lmclient's
+real schemas, read back as text by `lmclient.testing._grammar.gbnf_accepts` (is it a sentence?) and
 `tests.gbnf_match` (the rules, the shortest and longest sentences).
 
 Three properties, over many output types: every value msgspec encodes is a sentence; no sentence
@@ -26,8 +26,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lmclient._gbnf import CompactGrammar, compact_grammar
-from lmclient._types import compile_output
+from lmclient._output.gbnf import CompactGrammar, compact_grammar
+from lmclient._output.types import compile_output
 from tests.gbnf_match import Grammar
 
 # ------------------------------------------------------------------------------- output types
@@ -107,7 +107,7 @@ _TREES: st.SearchStrategy[Tree] = st.deferred(
 class Case(NamedTuple):
     tp: Any
     values: st.SearchStrategy[Any]
-    exact: bool = True  # False: a constraint the grammar cannot state (see lmclient._gbnf)
+    exact: bool = True  # False: a constraint the grammar cannot state (see lmclient._output.gbnf)
 
 
 CASES: dict[str, Case] = {
@@ -553,7 +553,7 @@ def test_no_sentence_is_rejected_by_msgspec(name: str, data: st.DataObject) -> N
         try:
             decoder(name)(text.encode())
         except msgspec.ValidationError:
-            if not _has_duplicate_keys(text):  # left to validation (see lmclient._gbnf)
+            if not _has_duplicate_keys(text):  # left to validation (see lmclient._output.gbnf)
                 raise
 
 

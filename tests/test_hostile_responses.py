@@ -1,6 +1,6 @@
 """Hostile responses over real sockets, through both of lmclient's own transports: each shape the
-parser refuses (see `lmclient._http11`) is a `ProtocolError` as soon as its bytes show it, never a
-wait for the read timeout, and what it accepts (bare LF line ends) is read.
+parser refuses (see `lmclient._wire.http11`) is a `ProtocolError` as soon as its bytes show it,
+never a wait for the read timeout, and what it accepts (bare LF line ends) is read.
 
 The read timeout is 30 s and every test has a pytest timeout of 15 s, so a parser that waits for
 bytes that never come fails here as a timeout, not as a slow pass. Each case says which finding

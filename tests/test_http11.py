@@ -1,4 +1,4 @@
-"""lmclient's sans-I/O HTTP/1.1 parser (`lmclient._http11`): what it accepts and refuses, and a
+"""lmclient's sans-I/O HTTP/1.1 parser (`lmclient._wire.http11`): what it accepts and refuses, and a
 differential test against h11, the parser httpx uses, as the oracle.
 
 h11 (an httpx dependency) is fed the same bytes as `ResponseParser`: lmclient must never accept
@@ -24,8 +24,8 @@ import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
-from lmclient import _http11
-from lmclient._http11 import (
+from lmclient._wire import http11 as _http11
+from lmclient._wire.http11 import (
     BadResponse,
     ResponseParser,
     content_decoder,

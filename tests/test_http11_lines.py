@@ -1,5 +1,5 @@
-"""The parser's cache of head lines (`lmclient._http11._Lines`): a line is checked by the rules'
-pattern the first time it comes and looked up after that, so what the cache says must be what
+"""The parser's cache of head lines (`lmclient._wire.http11._Lines`): a line is checked by the
+rules' pattern the first time it comes and looked up after that, so what the cache says must be what
 the pattern says, for every line and however the cache was filled; and a server cannot make it
 hold long lines."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from lmclient import _http11
-from lmclient._http11 import BadResponse, ResponseParser
+from lmclient._wire import http11 as _http11
+from lmclient._wire.http11 import BadResponse, ResponseParser
 
 
 def head(*lines: bytes) -> bytes:

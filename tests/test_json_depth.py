@@ -5,7 +5,7 @@ the process (SIGSEGV in msgspec's recursive decoder) in a thread with a 256 KiB 
 The crash is checked where it happened: in a subprocess (a crash there fails the test instead
 of killing pytest), a thread with ``threading.stack_size(256 * 1024)`` calls a client against
 the fake (over real loopback sockets), which answers 100,000-deep content, body, stream event
-and error body. The bounds themselves are checked in-process (`lmclient._depth`)."""
+and error body. The bounds themselves are checked in-process (`lmclient._output.depth`)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import msgspec
 import pytest
 
 import lmclient
-from lmclient._depth import COUNTED, MAX_DEPTH, nested_deeper, type_depth
+from lmclient._output.depth import COUNTED, MAX_DEPTH, nested_deeper, type_depth
 from lmclient.testing import FakeLLM
 
 DEEP = 100_000

@@ -1,4 +1,5 @@
-"""Tests for lmclient._jsonschema: keyword behaviour, error paths, and `jsonschema` as an oracle."""
+"""Tests for lmclient._output.jsonschema: keyword behaviour, error paths, and `jsonschema` as an
+oracle."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
-from lmclient._jsonschema import (
+from lmclient._output.jsonschema import (
     UNCHECKED_KEYWORDS,
     SchemaDefinitionError,
     SchemaError,

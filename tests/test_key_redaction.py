@@ -26,7 +26,10 @@ import lmclient
 from lmclient.testing import FakeLLM, RecordedRequest
 
 PACKAGE = os.path.dirname(lmclient.__file__)
-AS_RECEIVED = ("lmclient._protocol", "lmclient._sse")  # a server's events and bodies, decoded
+AS_RECEIVED = (
+    "lmclient._wire.protocol",
+    "lmclient._wire.sse",
+)  # a server's events and bodies, decoded
 KEY = "sk-echoed-0123456789abcdef"
 BASIC_PASSWORD = "pa55-w0rd-echoed"
 

@@ -1,6 +1,7 @@
 """The keyword table of docs/output-types.md: its lmclient-compact column is what
-`lmclient._gbnf` does with each keyword's probe, the page shows exactly `tests.keyword_table`,
-and no keyword a server's schema mode holds is left unheld by the compact grammar."""
+`lmclient._output.gbnf` does with each keyword's probe, the page shows exactly
+`tests.keyword_table`, and no keyword a server's schema mode holds is left unheld by the compact
+grammar."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pathlib
 
 import pytest
 
-from lmclient._gbnf import compact_grammar
+from lmclient._output.gbnf import compact_grammar
 from tests.gbnf_match import Grammar
 from tests.keyword_table import GRAMMAR, IGNORED, KEYWORDS, SCHEMA, Keyword, render
 

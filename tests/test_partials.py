@@ -22,10 +22,11 @@ from hypothesis import strategies as st
 from typing_extensions import NotRequired
 
 import lmclient
-from lmclient import JsonSchema, _partial, errors
+from lmclient import JsonSchema, errors
 from lmclient._dialects import DIALECTS
-from lmclient._partial import ObjectFields, PartialObject, fields_of
-from lmclient._types import compile_output
+from lmclient._output.types import compile_output
+from lmclient._wire import partial as _partial
+from lmclient._wire.partial import ObjectFields, PartialObject, fields_of
 from lmclient.testing import FakeLLM
 from tests.test_loopback import gated_fake
 

@@ -12,7 +12,7 @@ import pytest
 import lmclient
 from lmclient import _core
 from lmclient._dialects import Endpoint
-from lmclient._types import compile_output
+from lmclient._output.types import compile_output
 
 
 class Pet(msgspec.Struct):

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lmclient._sse import ArrayItems, ServerSentEvent, SSEDecoder
+from lmclient._wire.sse import ArrayItems, ServerSentEvent, SSEDecoder
 from tests.conftest import EXAMPLES
 
 SSE_FILES = sorted(EXAMPLES.glob("*.sse"))

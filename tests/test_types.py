@@ -11,8 +11,8 @@ import msgspec
 import pytest
 
 import lmclient
-from lmclient._patterns import gbnf_alternation, regex_alternation, search_anchored
-from lmclient._types import compile_output
+from lmclient._output.patterns import gbnf_alternation, regex_alternation, search_anchored
+from lmclient._output.types import compile_output
 
 
 def test_choice_order_is_kept_although_literals_compare_equal() -> None:

@@ -13,8 +13,8 @@ import pytest
 
 import lmclient
 from lmclient import _core
-from lmclient._protocol import add_usage
 from lmclient._stream_state import StreamState
+from lmclient._wire.protocol import add_usage
 from lmclient.testing import FakeLLM
 
 from .conftest import FIXTURES, LLAMACPP_LIVE, chat_body

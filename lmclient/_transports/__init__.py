@@ -6,8 +6,8 @@ called directly still costs ~7x a raw socket, and ``httpx.AsyncClient``'s pool s
 connection on every request, so async throughput falls as concurrency grows. An LLM client sends
 the same request head to the same server again and again, so the transports here:
 
-* speak HTTP/1.1 themselves (`lmclient._http11`, sans I/O): the request head depends only on the
-  URL and the client's headers and is encoded once; a response head like the connection's last
+* speak HTTP/1.1 themselves (`lmclient._wire.http11`, sans I/O): the request head depends only on
+  the URL and the client's headers and is encoded once; a response head like the connection's last
   but for its Content-Length costs three comparisons, one whose lines were seen before (servers
   repeat them) a dictionary look-up per line; a call's path through the transport
   is a few functions long, since in Python each call costs every request;

@@ -18,14 +18,14 @@ import httpx
 
 from lmclient import errors
 from lmclient._core import PreparedRequest
-from lmclient._http11 import (
+from lmclient._params import Timeouts
+from lmclient._wire.http11 import (
     BadResponse,
     ContentDecoder,
     content_decoder,
     encode_head,
     encode_request,
 )
-from lmclient._params import Timeouts
 
 if TYPE_CHECKING:
     import ssl

@@ -10,7 +10,6 @@ import httpx
 
 from lmclient import errors
 from lmclient._core import PreparedRequest
-from lmclient._http11 import BadResponse, ResponseParser, declared_length
 from lmclient._params import Timeouts
 from lmclient._proxies import proxied
 from lmclient._transports.common import (
@@ -39,6 +38,7 @@ from lmclient._transports.common import (
     respx_watches,
     ssl_context,
 )
+from lmclient._wire.http11 import BadResponse, ResponseParser, declared_length
 
 if TYPE_CHECKING:
     import ssl

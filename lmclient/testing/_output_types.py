@@ -38,7 +38,7 @@ def expected_constraints(output_type: Any, endpoint: str) -> list[Constraint]:
     either ``whitespace=`` setting of the client (its compact grammar, the server's converter),
     in neutral form and JSON-normalised (lists, not tuples), without repeats."""
     from lmclient._dialects import DIALECTS
-    from lmclient._types import compile_output
+    from lmclient._output.types import compile_output
     from lmclient.errors import UnsupportedConstraintError
 
     spec = compile_output(output_type)

@@ -19,7 +19,7 @@ import pytest
 
 import lmclient
 from lmclient._dialects import get_dialect
-from lmclient._types import compile_output
+from lmclient._output.types import compile_output
 
 Name = Annotated[str, msgspec.Meta(max_length=20)]
 Age = Annotated[int, msgspec.Meta(ge=0, le=30)]

@@ -30,8 +30,8 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 
-from lmclient._gbnf import compact_grammar
-from lmclient._types import compile_output
+from lmclient._output.gbnf import compact_grammar
+from lmclient._output.types import compile_output
 from scripts import vllm
 from tests.gbnf_match import Grammar
 from tests.keyword_table import GRAMMAR, IGNORED, KEYWORDS
@@ -141,7 +141,8 @@ def _batch() -> list[tuple[str, str, dict[str, Any], list[str]]]:
 
 
 def _beyond_64_bits(text: str) -> bool:
-    """An integer the grammar does not offer (it stops at int64/uint64: see lmclient._gbnf)."""
+    """An integer the grammar does not offer (it stops at int64/uint64: see
+    lmclient._output.gbnf)."""
     return any(
         not -(2**63) <= int(m.group()) <= 2**64 - 1
         for m in _NUMBER.finditer(text)

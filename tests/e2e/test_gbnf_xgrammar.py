@@ -1,5 +1,5 @@
 """The compact grammars against xgrammar, the grammar engine of vLLM (``structured_outputs``):
-xgrammar must read every grammar `lmclient._gbnf` writes, and accept exactly the strings the
+xgrammar must read every grammar `lmclient._output.gbnf` writes, and accept exactly the strings the
 test recognizer (`tests.gbnf_match`) accepts: msgspec's encodings of many output types, their
 near-miss mutations, and each grammar's shortest and longest sentences.
 
@@ -18,7 +18,7 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 
-from lmclient._gbnf import compact_grammar
+from lmclient._output.gbnf import compact_grammar
 from scripts import vllm
 from tests.gbnf_match import Grammar
 from tests.test_gbnf import CASES, compiled

@@ -9,9 +9,9 @@ import msgspec
 import pytest
 
 import lmclient
-from lmclient._markers import Choice, Grammar
-from lmclient._patterns import gbnf_alternation
-from lmclient._types import compile_output
+from lmclient._output.markers import Choice, Grammar
+from lmclient._output.patterns import gbnf_alternation
+from lmclient._output.types import compile_output
 from lmclient.testing import FakeLLM
 from lmclient.testing._grammar import gbnf_accepts, grammar_literals, grammar_sentence
 

@@ -26,7 +26,7 @@ class Size(enum.IntEnum):
     LARGE = 2
 
 
-# What lmclient's compact grammar does not state (lmclient/_gbnf.py): validation checks it.
+# What lmclient's compact grammar does not state (lmclient/_output/gbnf.py): validation checks it.
 UNSTATED: list[Any] = [
     Annotated[int, msgspec.Meta(gt=0, multiple_of=5)],
     Annotated[float, msgspec.Meta(ge=0.0, lt=1.0)],

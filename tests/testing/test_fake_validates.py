@@ -14,7 +14,7 @@ import pydantic
 import pytest
 
 import lmclient
-from lmclient._types import compile_output
+from lmclient._output.types import compile_output
 from lmclient.testing import FakeLLM
 from lmclient.testing._fake import _grammar_text
 from lmclient.testing._schema_instance import schema_instance

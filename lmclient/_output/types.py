@@ -19,13 +19,14 @@ from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
 
-from ._depth import MAX_DEPTH, nested_deeper, too_deep, type_depth
-from ._markers import Choice, Grammar, JsonSchema, Regex
-from ._patterns import DECIMAL_PATTERN, INT_KEY_PATTERN, SCALAR_GBNF, SCALAR_PATTERNS, anchored
-from .errors import ValidationError
+from lmclient.errors import ValidationError
+
+from .depth import MAX_DEPTH, nested_deeper, too_deep, type_depth
+from .markers import Choice, Grammar, JsonSchema, Regex
+from .patterns import DECIMAL_PATTERN, INT_KEY_PATTERN, SCALAR_GBNF, SCALAR_PATTERNS, anchored
 
 if typing.TYPE_CHECKING:
-    from ._gbnf import CompactGrammar
+    from .gbnf import CompactGrammar
 
 __all__ = ["DECODE_ERRORS", "OutputSpec", "compile_output"]
 
@@ -61,7 +62,7 @@ class OutputSpec(Generic[T]):
         cover (then the schema itself is sent)."""
         if self.kind not in ("json", "any") or self.schema is None:
             return None
-        from ._gbnf import compact_grammar  # compiled once per type, when a server needs it
+        from .gbnf import compact_grammar  # compiled once per type, when a server needs it
 
         return compact_grammar(self.schema)
 
@@ -371,7 +372,7 @@ def inline_root_ref(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def _json_schema_spec(marker: JsonSchema) -> OutputSpec[Any]:
-    from ._jsonschema import SchemaDefinitionError, SchemaError, compile_schema
+    from .jsonschema import SchemaDefinitionError, SchemaError, compile_schema
 
     if marker.type is not None:
         decode = _msgspec_decoder(marker.type, reported=marker)

@@ -10,10 +10,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from ._patterns import gbnf_alternation
+from .patterns import gbnf_alternation
 
 if TYPE_CHECKING:
-    from ._types import OutputSpec
+    from .types import OutputSpec
 
 __all__ = ["Choice", "Grammar", "JsonSchema", "Regex"]
 
@@ -66,7 +66,8 @@ class Choice:
 
 class JsonSchema:
     """Output must be JSON valid against ``schema``; decoded into ``type`` when given, else into
-    plain JSON values checked against the schema on the client (see `lmclient._jsonschema`)."""
+    plain JSON values checked against the schema on the client (see
+    `lmclient._output.jsonschema`)."""
 
     __slots__ = ("_spec", "schema", "type")
 

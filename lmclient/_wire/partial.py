@@ -21,10 +21,10 @@ from typing import Any, Literal
 
 import msgspec
 
-from ._depth import MAX_DEPTH, nested_deeper, too_deep, type_depth
-from ._markers import JsonSchema
-from ._types import DECODE_ERRORS, OutputSpec
-from .errors import ValidationError
+from lmclient._output.depth import MAX_DEPTH, nested_deeper, too_deep, type_depth
+from lmclient._output.markers import JsonSchema
+from lmclient._output.types import DECODE_ERRORS, OutputSpec
+from lmclient.errors import ValidationError
 
 __all__ = ["ObjectFields", "PartialObject"]
 
@@ -310,7 +310,7 @@ def _schema_fields(marker: JsonSchema) -> Fields:
     its subschema, another key by the ``patternProperties`` it matches, else by
     ``additionalProperties`` (a key it forbids is left out). Keywords about the object as a
     whole (``required``, ``allOf``, ...) are checked at the end."""
-    from ._jsonschema import _Compiler, compile_schema  # only for JsonSchema outputs
+    from lmclient._output.jsonschema import _Compiler, compile_schema  # only for JsonSchema outputs
 
     schema = marker.schema
     compile_schema(schema)  # raises SchemaDefinitionError as the final decoder would
@@ -353,7 +353,7 @@ def _schema_fields(marker: JsonSchema) -> Fields:
 
 def _schema_field_check(check: Callable[[Any], None]) -> Callable[[Any], str | None]:
     """A compiled subschema as a function returning the failure's message, or None."""
-    from ._jsonschema import _format_path, _Invalid
+    from lmclient._output.jsonschema import _format_path, _Invalid
 
     def run(value: Any) -> str | None:
         try:

@@ -94,7 +94,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from ._log import log as _log
+from lmclient._log import log as _log
 
 __all__ = ["CompactGrammar", "compact_grammar"]
 
