@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Keep `AsyncClient` and `Client` in step by a check, not by care (after httpcore's
-``scripts/unasync.py --check``).
+"""Keep each sync module in step with its async twin by a check, not by care (after httpcore's
+``scripts/unasync.py --check``): `Client` with `AsyncClient`, `SyncTransport` with
+`AsyncTransport`.
 
-The async shell is the source: its text is rewritten the way a sync twin would read (``async
+The async module is the source: its text is rewritten the way a sync twin would read (``async
 def`` → ``def``, ``await`` dropped, ``AsyncStream`` → ``Stream``, ...), formatted by ruff, and
-compared with the sync shell. Where the two differ on purpose (a thread pool against asyncio
-tasks, a lock against an asyncio lock), the difference is written down in ``scripts/twins.diff``;
-any other difference — a change made to one twin and not the other — fails the check.
+compared with the sync module. Where the two differ on purpose (a thread pool against asyncio
+tasks, a blocking socket against an asyncio protocol), the difference is written down in the
+pair's diff file (``scripts/twins.diff``, ``scripts/twins-transports.diff``); any other
+difference — a change made to one twin and not the other — fails the check.
 
     python scripts/twins.py            # check (make lint)
     python scripts/twins.py --write    # accept the current differences, after reading them
@@ -19,10 +21,9 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
-EXPECTED = ROOT / "scripts" / "twins.diff"
-PAIRS = [("lmclient/_async_client.py", "lmclient/_client.py")]
 UNASYNC = [
     (r"\basync def\b", "def"),
     (r"\bawait ", ""),
@@ -41,6 +42,39 @@ UNASYNC = [
     (r"\basync_client\b", "client"),
     (r"\b_transports\.aio\b", "_transports.sync"),
 ]
+# The transports' own names, on top of the clients'.
+UNASYNC_TRANSPORTS = [
+    *UNASYNC,
+    (r"\b_ASYNC_", "_SYNC_"),
+    (r"\b_AsyncConnection\b", "_SyncConnection"),
+    (r"\b_AsyncBody\b", "_SyncBody"),
+    (r"\b_ClosedAsyncTransport\b", "_ClosedSyncTransport"),
+    (r"\bAsyncStreamResponse\b", "StreamResponse"),
+    (r"\bAsyncHTTPTransport\b", "HTTPTransport"),
+    (r"\baraw_chunks\b", "raw_chunks"),
+    (r"\brespx_watches\(True\)", "respx_watches(False)"),
+    (r"\bStopAsyncIteration\b", "StopIteration"),
+    (r"__aiter__", "__iter__"),
+    (r"__anext__", "__next__"),
+]
+
+
+class Pair(NamedTuple):
+    source: str  # the async module
+    twin: str  # the sync module
+    expected: str  # the deliberate differences, as a unified diff
+    rules: list[tuple[str, str]]  # async name → sync name
+
+
+PAIRS = [
+    Pair("lmclient/_async_client.py", "lmclient/_client.py", "scripts/twins.diff", UNASYNC),
+    Pair(
+        "lmclient/_transports/aio.py",
+        "lmclient/_transports/sync.py",
+        "scripts/twins-transports.diff",
+        UNASYNC_TRANSPORTS,
+    ),
+]
 
 
 def formatted(source: str) -> str:
@@ -57,33 +91,46 @@ def formatted(source: str) -> str:
     return done.stdout
 
 
-def unasync(source: str) -> str:
-    for pattern, replacement in UNASYNC:
+def unasync(source: str, rules: list[tuple[str, str]] = UNASYNC) -> str:
+    for pattern, replacement in rules:
         source = re.sub(pattern, replacement, source)
     source = re.sub(r"\((self\.\w+\([^()]*\))\)", r"\1", source)  # `(await x()).y` → `x().y`
     return formatted(source)
 
 
-def difference() -> str:
-    out: list[str] = []
-    for source, twin in PAIRS:
-        expected = unasync((ROOT / source).read_text()).splitlines(keepends=True)
-        actual = formatted((ROOT / twin).read_text()).splitlines(keepends=True)
-        out += difflib.unified_diff(expected, actual, f"{source} (unasync)", twin, n=1)
-    return "".join(out)
+def difference(pair: Pair, root: Path = ROOT) -> str:
+    """How the sync twin differs from the async source rewritten: what the diff file holds."""
+    expected = unasync((root / pair.source).read_text(), pair.rules).splitlines(keepends=True)
+    actual = formatted((root / pair.twin).read_text()).splitlines(keepends=True)
+    return "".join(
+        difflib.unified_diff(expected, actual, f"{pair.source} (unasync)", pair.twin, n=1)
+    )
+
+
+def drifted(root: Path = ROOT) -> list[tuple[Pair, str]]:
+    """The pairs whose difference is not their diff file's, each with its difference now."""
+    out = []
+    for pair in PAIRS:
+        diff = difference(pair, root)
+        if diff != (root / pair.expected).read_text():
+            out.append((pair, diff))
+    return out
 
 
 def main() -> int:
-    diff = difference()
     if "--write" in sys.argv[1:]:
-        EXPECTED.write_text(diff)
-        print(f"twins: wrote {EXPECTED.relative_to(ROOT)} ({diff.count(chr(10))} lines)")
+        for pair in PAIRS:
+            diff = difference(pair)
+            (ROOT / pair.expected).write_text(diff)
+            print(f"twins: wrote {pair.expected} ({diff.count(chr(10))} lines)")
         return 0
-    if diff == EXPECTED.read_text():
-        print("twins: Client and AsyncClient differ only where scripts/twins.diff says")
+    apart = drifted()
+    if not apart:
+        print("twins: each sync module differs from its async twin only where its diff file says")
         return 0
-    print("twins: Client and AsyncClient have drifted apart. The difference now:\n")
-    print(diff)
+    for pair, diff in apart:
+        print(f"twins: {pair.twin} and {pair.source} have drifted apart. The difference now:\n")
+        print(diff)
     print(
         "If every difference above is deliberate, accept it with "
         "`python scripts/twins.py --write`; otherwise make the same change in both twins."

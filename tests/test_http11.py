@@ -218,6 +218,52 @@ def test_start_reads_the_next_response_on_a_parser_as_a_new_one_does() -> None:
             assert kept.complete
 
 
+def test_reset_leaves_nothing_of_the_last_response() -> None:
+    """After `reset` a parser says what a new one says: no status, no reuse, no length (a
+    transport that read ``status`` or ``keep_alive`` before the next head came must not see the
+    last response's)."""
+    parser = ResponseParser()
+    parser.feed(b"HTTP/1.1 404 Not Found\r\ncontent-length: 3\r\n\r\nnah")
+    assert (parser.status, parser.keep_alive, parser.complete) == (404, True, True)
+    parser.reset()
+    new = ResponseParser()
+    assert (parser.status, parser.headers, parser.length, parser.keep_alive) == (
+        new.status,
+        new.headers,
+        new.length,
+        new.keep_alive,
+    )
+    assert not parser.started and not parser.complete
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhel",  # in the body
+        b"HTTP/1.1 200 OK\r\ncontent-le",  # in the head
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n",  # chunks
+    ],
+)
+def test_start_refuses_to_begin_in_the_middle_of_a_response(first: bytes) -> None:
+    """`start` begins the next response after the last has ended: in the middle of one, the
+    rest of its body would be read as the next head."""
+    parser = ResponseParser()
+    parser.feed(first)
+    with pytest.raises(AssertionError, match="middle of a response"):
+        parser.start(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+
+
+def test_a_chunked_response_between_sized_ones_keeps_the_shape() -> None:
+    """The connection keeps the shape of its last sized head across responses of other kinds
+    (a stream between two calls): the next sized head is read by it, alike."""
+    sized = b"HTTP/1.1 200 OK\r\nserver: x\r\ncontent-length: %d\r\n\r\n%s"
+    kept = ResponseParser()
+    for data in (sized % (2, b"ok"), CHUNKED_HEAD + b"0\r\n\r\n", sized % (3, b"yes")):
+        assert kept.start(data) == ResponseParser().feed(data)
+        assert kept.complete and kept.keep_alive
+    assert kept.headers == {"server": "x", "content-length": "3"}
+
+
 @st.composite
 def responses(draw: st.DrawFn) -> tuple[bytes, bytes, list[int]]:
     body = draw(st.binary(max_size=300))

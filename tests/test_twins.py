@@ -5,8 +5,12 @@ with the async names in place of the sync ones. Their bodies are held together b
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import re
+import sys
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -19,6 +23,7 @@ SYNC_NAMES = [
     ("Awaitable[", "["),
 ]
 NOT_AWAITED = {"__init__", "stream"}  # `stream` returns an AsyncStream, used with async with
+ROOT = Path(__file__).resolve().parents[1]
 RENAMED = {"aclose": "close", "__aenter__": "__enter__", "__aexit__": "__exit__"}
 
 
@@ -53,3 +58,66 @@ def test_the_same_signature(name: str) -> None:
     if name not in NOT_AWAITED and not isinstance(sync, property):
         assert inspect.iscoroutinefunction(aio), f"AsyncClient.{name} should be awaited"
         assert not inspect.iscoroutinefunction(sync)
+
+
+# -- the transports: `SyncTransport` and `AsyncTransport` -----------------------------------------
+
+
+def twins_script() -> ModuleType:
+    """``scripts/twins.py`` (``make lint`` runs it), loaded as a module."""
+    spec = importlib.util.spec_from_file_location("twins", ROOT / "scripts" / "twins.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["twins"] = module  # (its NamedTuple looks its module up)
+    spec.loader.exec_module(module)
+    return module
+
+
+TRANSPORT_NAMES = [
+    ("AsyncStreamResponse", "StreamResponse"),
+    ("AsyncTransport", "SyncTransport"),
+    ("httpx.AsyncClient", "httpx.Client"),
+]
+
+
+def test_the_transports_have_the_same_surface() -> None:
+    from lmclient._transports.aio import AsyncTransport
+    from lmclient._transports.sync import SyncTransport
+
+    sync, aio = public(SyncTransport), public(AsyncTransport)
+    assert sorted(aio) == sorted(sync)
+    for name in sync:
+        text = described(aio[name], unasync=False)
+        for async_name, sync_name in TRANSPORT_NAMES:
+            text = text.replace(async_name, sync_name)
+        text = re.sub(r"Awaitable\[(\w+)\]", r"\1", text)  # `send`: not a coroutine itself
+        assert text == described(sync[name], unasync=False), name
+
+
+def test_each_pair_differs_only_where_its_diff_file_says() -> None:
+    """What ``make lint`` checks, for every pair: the clients and the transports."""
+    twins = twins_script()
+    assert {pair.twin for pair in twins.PAIRS} == {
+        "lmclient/_client.py",
+        "lmclient/_transports/sync.py",
+    }
+    assert twins.drifted() == []
+
+
+def test_a_change_to_one_transport_alone_is_caught(tmp_path: Path) -> None:
+    """A change made to the sync transport and not to the async one (or the other way round)
+    fails the check, naming the pair and showing the change."""
+    twins = twins_script()
+    for pair in twins.PAIRS:
+        for name in (pair.source, pair.twin, pair.expected):
+            (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / name).write_text((ROOT / name).read_text())
+    assert twins.drifted(tmp_path) == []
+    sync = tmp_path / "lmclient/_transports/sync.py"
+    text = sync.read_text()
+    changed = "limiter.head(response.headers, declared_length(response.headers))"
+    assert text.count(changed) == 2  # (the whole response's and the stream's)
+    sync.write_text(text.replace(changed, "limiter.head(response.headers, None)", 1))
+    (apart,) = twins.drifted(tmp_path)
+    assert apart[0].twin == "lmclient/_transports/sync.py"
+    assert "+                limiter.head(response.headers, None)" in apart[1]

@@ -41,7 +41,7 @@ from lmclient._transports.common import (
     respx_watches,
     ssl_context,
 )
-from lmclient._wire.http11 import BadResponse, ResponseParser, declared_length
+from lmclient._wire.http11 import BadResponse, ResponseParser, declared_length, encode_request
 
 __all__ = ["AsyncTransport"]
 
@@ -493,17 +493,8 @@ class AsyncTransport:
         (otherwise) has arrived. A pooled connection found closed is replaced once. (One
         coroutine, awaiting the connection's futures directly: each layer of coroutines costs
         every call.)"""
-        target = self._targets.get(request.url)
-        if (
-            target is None
-            or target.headers is not request.headers
-            or target.method != request.method
-        ):
-            target = self._targets.find(request)
-        body = request.body  # framed as `encode_request` does, inline (see `Targets`)
-        payload = (
-            target.bare if body is None else b"%s%d\r\n\r\n%s" % (target.sized, len(body), body)
-        )
+        target = self._targets.find(request)
+        payload = encode_request(target.head, request.body)
         conn = self._pool.checkout(target.origin)
         pooled = conn is not None
         while True:
@@ -532,9 +523,7 @@ class AsyncTransport:
         if stream:
             chunks = _AsyncBody(self._pool, conn)
             return AsyncStreamResponse(parser.status, headers, chunks, chunks.aclose)
-        pieces = conn.pieces  # `take_pieces`, inline: a whole response never pauses reading
-        whole = pieces[0] if len(pieces) == 1 else b"".join(pieces)
-        pieces.clear()  # an idle connection holds no body
+        whole = conn.take_pieces()  # (an idle connection holds no body)
         conn.finish()
         status = parser.status  # before the connection goes back (and its parser is reset)
         self._pool.release(conn, parser.keep_alive)

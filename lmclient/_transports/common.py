@@ -24,7 +24,6 @@ from lmclient._wire.http11 import (
     ContentDecoder,
     content_decoder,
     encode_head,
-    encode_request,
 )
 
 if TYPE_CHECKING:
@@ -176,10 +175,10 @@ def or_none(timeout: float) -> float | None:
 
 
 class Target:
-    """What a request's URL and header list fix: where to connect and the encoded head (up to the
-    body's framing: ``sized`` ends with ``content-length: ``, ``bare`` with the blank line)."""
+    """What a request's method, URL and header list fix: where to connect, and the request's
+    head (`encode_head`), encoded once; `encode_request` frames each body under it."""
 
-    __slots__ = ("bare", "headers", "host", "method", "origin", "port", "sized", "tls")
+    __slots__ = ("head", "headers", "host", "method", "origin", "port", "tls")
 
     def __init__(self, request: PreparedRequest) -> None:
         url = httpx.URL(request.url)
@@ -189,22 +188,13 @@ class Target:
         self.port = url.port or (443 if self.tls else 80)
         self.origin = (url.scheme, self.host, self.port)
         self.headers = request.headers  # kept alive, so that its id() in the key stays its own
-        head = encode_head(request.method, url.raw_path, url.netloc, request.headers)
-        self.bare = encode_request(head, None)
-        self.sized = encode_request(head, b"").removesuffix(b"0\r\n\r\n")
+        self.head = encode_head(request.method, url.raw_path, url.netloc, request.headers)
 
 
 class Targets(dict[str, Target]):
     """Targets by URL, each the one last used for it; and by method, URL and header list (`find`).
     A client's calls share one header list (a call's own headers make another), so the URL's last
-    target is the request's, and the transports look it up inline, with no call, as in::
-
-        target = targets.get(request.url)
-        if target is None or target.headers is not request.headers or target.method != method:
-            target = targets.find(request)
-
-    and frame its body (`encode_request`) the same way, inline: ``target.sized``, the body's
-    length, a blank line, the body; or ``target.bare`` for a request without a body."""
+    target is almost always the request's: `find` looks there first."""
 
     __slots__ = ("_all",)
 
@@ -213,6 +203,14 @@ class Targets(dict[str, Target]):
         self._all: dict[tuple[str, str, int], Target] = {}
 
     def find(self, request: PreparedRequest) -> Target:
+        """The request's target, made the first time it is asked for."""
+        target = self.get(request.url)
+        if (
+            target is not None
+            and target.headers is request.headers
+            and target.method == request.method
+        ):
+            return target
         key = (request.method, request.url, id(request.headers))
         target = self._all.get(key)
         if target is None:

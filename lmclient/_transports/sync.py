@@ -38,7 +38,7 @@ from lmclient._transports.common import (
     respx_watches,
     ssl_context,
 )
-from lmclient._wire.http11 import BadResponse, ResponseParser, declared_length
+from lmclient._wire.http11 import BadResponse, ResponseParser, declared_length, encode_request
 
 if TYPE_CHECKING:
     import ssl
@@ -303,17 +303,8 @@ class SyncTransport:
         """Send the request; return its connection and parser once the head has arrived, with the
         body bytes that came with it. A pooled connection found closed is replaced once. (One
         function for the whole exchange: each call costs every request.)"""
-        target = self._targets.get(request.url)
-        if (
-            target is None
-            or target.headers is not request.headers
-            or target.method != request.method
-        ):
-            target = self._targets.find(request)
-        body = request.body  # framed as `encode_request` does, inline (see `Targets`)
-        payload = (
-            target.bare if body is None else b"%s%d\r\n\r\n%s" % (target.sized, len(body), body)
-        )
+        target = self._targets.find(request)
+        payload = encode_request(target.head, request.body)
         conn = self._pool.checkout(target.origin)
         pooled = conn is not None
         while True:

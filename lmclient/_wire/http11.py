@@ -57,7 +57,7 @@ from __future__ import annotations
 import re
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 __all__ = [
     "BadResponse",
@@ -72,8 +72,7 @@ __all__ = [
 MAX_HEAD_BYTES = 64 * 1024  # all heads before the body, 1xx ones too: more is no LLM server
 MAX_TRAILER_BYTES = 16 * 1024  # the trailer section
 MAX_LINE_BYTES = 4096  # a chunk-size line
-_LAST_HEAD_END = MAX_HEAD_BYTES - 3  # a head's CRLF CRLF found before it ends within the bound
-_SIZED = frozenset(range(200, 1000)) - {204, 304}  # the final statuses whose body has a length
+_MAX_LENGTH_DIGITS = 20  # of a Content-Length, as h11 allows (more is no body a client reads)
 
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # CTLs but HTAB: CR/LF would inject headers
@@ -84,13 +83,15 @@ _VCHAR = r"[^\x00-\x20\x7f]"  # a visible character or obs-text
 _FIELD_LINE = re.compile(rf"({_TOKEN.pattern}):[ \t]*((?:{_VCHAR}+(?:[ \t]+{_VCHAR}+)*)?)[ \t]*")
 _STATUS_LINE = re.compile(r"HTTP/1\.([01]) ([1-9][0-9][0-9])(?: [^\x00-\x08\x0a-\x1f\x7f]*)?")
 # The lines of a head repeat from response to response (a server sends the same status line and
-# mostly the same header lines), so each valid line seen is kept with what it says, and a head in
-# CRLF lines costs a dictionary look-up per line (`_Lines`, after the rules' patterns); a line
-# not seen before is checked by the pattern, as any other. Whole heads repeat too, but for their
-# Content-Length: `ResponseParser._common` keeps their shapes (the connection's last one, and
-# `_SHAPES`, learnt by the lines).
+# mostly the same header lines), so each valid line seen is kept with what it says, and a line
+# seen before costs a dictionary look-up (`_Lines`); a line not seen before is checked by its
+# pattern. Whole heads repeat too but for their Content-Length digits: a connection's parser
+# keeps the shape of its last one (`_Shape`).
 _MAX_CACHED = 1024  # lines in each; a full cache is emptied and fills again with current lines
 _MAX_CACHED_LINE = 256  # bytes: a longer line is checked every time it comes
+_MAX_KEPT_HEAD = 4096  # bytes: the shape of a longer head is not kept (its lines are read)
+_LENGTH_FIELD = b"content-length: "  # a Content-Length line spelt the usual way, lower-cased
+_LENGTH_LINE = re.compile(b"\r\n%s([0-9]{1,%d})\r\n" % (_LENGTH_FIELD, _MAX_LENGTH_DIGITS), re.I)
 _CTL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 _BLANK_LINE = re.compile(rb"\n\r?\n")  # the end of a head or a trailer section
 # What the first line of a head may be while its end has not arrived.
@@ -150,6 +151,10 @@ class ResponseParser:
     the next request afterwards. At end of input call `feed_eof`, which says whether the response
     was complete (a read-until-close body completes there). Bytes that are not a response raise
     `BadResponse`, as soon as they show it.
+
+    A transport keeps one parser per connection and begins each response with `start` (or
+    `reset`, then `feed`): the shape of the connection's last head (`_Shape`), which makes the
+    next head like it cheap to read, is the connection's and outlives the response.
     """
 
     __slots__ = (
@@ -165,30 +170,29 @@ class ResponseParser:
     )
 
     def __init__(self) -> None:
-        self._shape: _Shape | None = None  # the last head's (`_common`), kept across `reset`
-        self.status = 0  # (these two are set with ``headers``: `reset` leaves them)
-        self.keep_alive = False
+        self._shape: _Shape | None = None  # the connection's last sized head (`_head` learns it)
         self.reset()
 
     def reset(self) -> None:
-        """Make the parser new, for the next response on its connection: a transport keeps one
-        parser per connection, since resetting one costs less than making one."""
+        """Forget the response, for the next one on the same connection: every field is then as
+        in a new parser, but for the kept shape, which belongs to the connection."""
         self._buffer = b""
         self._state = _HEAD
         self._remaining = 0  # in the head: the bytes of the heads so far; then, of the body
+        self.status = 0
         self.headers: dict[str, str] | None = None
         self.length: int | None = None  # the declared Content-Length of a sized body
+        self.keep_alive = False
         self.complete = False  # the state is _DONE (an attribute: transports read it often)
 
     def start(self, data: bytes) -> bytes:
         """`reset`, then `feed` ``data``: the first bytes of the next response, on a parser that
-        is new or read its last response to its end (as a pooled connection's is). The common
-        response sets every field itself, so it costs no reset."""
-        body = self._common(data)
-        if body is None:
-            self.reset()
-            body = self.feed(data)
-        return body
+        is new or has read its last response to its end (as a pooled connection's has).
+        Starting anew in the middle of a response would read the rest of its body as the next
+        head, so that is a bug of the caller's, asserted."""
+        assert self.complete or not self.started, "start() in the middle of a response"
+        self.reset()
+        return self.feed(data)
 
     @property
     def started(self) -> bool:
@@ -207,10 +211,6 @@ class ResponseParser:
             if self._buffer:
                 data = self._buffer + data
                 self._buffer = b""
-            elif not self._remaining:  # the first bytes of the response (no interim head read)
-                body = self._common(data)
-                if body is not None:
-                    return body
             pos = self._head(data)
             if pos < 0:
                 return b""
@@ -249,180 +249,118 @@ class ResponseParser:
         return self.complete
 
     # -- head ------------------------------------------------------------------------------
-
-    def _common(self, data: bytes) -> bytes | None:
-        """Read the common response from ``data``, the first bytes of a response: a final head in
-        CRLF lines, sized by one Content-Length and nothing else; the body bytes it carried, or
-        None for any other head, which the general path reads (`_head`).
-
-        A server sends the same head with each answer but for its Content-Length digits (uvicorn's
-        Date changes once a second), so a head is a *shape*: its bytes up to the digits, the
-        digits, and the bytes after them to the blank line. A connection's parser keeps the last
-        shape it read (``_shape``), and a head that starts with its bytes, has 1 to 20 ASCII digits
-        and then its bytes after them, is that head with other digits: three comparisons, no
-        copy. Any other head is looked up by its bytes up to the digits among the shapes read on
-        any connection (`_known_shape`), else split into lines (`_uncommon`). Every shape was
-        read by the lines' rules first, and its bytes hold no blank line, so the head ends where
-        its shape does."""
-        shape = self._shape
-        if shape is None or not data.startswith(shape[0]):
-            shape = self._known_shape(data)
-        digits = b""
-        if shape is not None:
-            prefix, tail, status, headers, keep_alive = shape
-            at = len(prefix)
-            stop = data.find(b"\r", at, at + 21)  # after 1 to 20 bytes: the digits, if they are
-            if data.startswith(tail, stop):  # (never at -1: a tail is 4 bytes or more)
-                digits = data[at:stop]
-        if digits.isdigit():  # (ASCII digits only; none, if the head is not this shape)
-            headers = headers.copy()
-            headers["content-length"] = digits.decode("ascii")
-            n = int(digits)
-            start = stop + len(tail)
-        else:
-            read = self._uncommon(data)
-            if read is None:
-                return None
-            status, headers, n, keep_alive, start = read
-        self.status = status
-        self.headers = headers
-        self.length = n
-        stop = start + n
-        if len(data) < stop:  # the rest of the body is still to come
-            self.keep_alive = keep_alive
-            self._remaining = stop - len(data)
-            self._state = _LENGTH
-            self.complete = False
-            return data[start:]
-        # bytes after the response (a server must not send any): the connection is not reused
-        self.keep_alive = keep_alive and len(data) == stop
-        self._remaining = 0
-        self._state = _DONE
-        self.complete = True
-        return data[start:stop]
-
-    def _known_shape(self, data: bytes) -> _Shape | None:
-        """The shape of the head in ``data`` among those read on any connection, by its bytes
-        up to the Content-Length digits (then the connection's last); None if none fits."""
-        end = data.find(b"\r\n\r\n")  # (a head of a shape is within the heads' bound)
-        at = data.find(b"ontent-length: ", 0, end) + 15 if end > 0 else 0
-        shape = _SHAPES.get(data[:at]) if at > 15 else None
-        if shape is not None:
-            self._shape = shape
-        return shape
-
-    def _uncommon(self, data: bytes) -> tuple[int, dict[str, str], int, bool, int] | None:
-        """`_common` for a head of no shape read before: its status, headers, Content-Length,
-        whether the connection stays open, and where its body starts; None if it is not the
-        common response (or not all here). The head is split into lines, each looked up as a
-        line seen before (`_Lines`), and its shape kept for the next."""
-        end = data.find(b"\r\n\r\n")
-        if end < 0 or end >= _LAST_HEAD_END:  # (no interim heads before: the whole bound)
-            return None
-        at = data.find(b"ontent-length: ", 0, end) + 15  # after "Content-Length: ", if there
-        lines = data[:end].split(b"\r\n")
-        try:
-            version, status = _status_line(lines.pop(0))
-            headers = dict(map(_field_line, lines))
-        except _Malformed:  # a line not seen before that breaks a rule
-            return None
-        length = headers.get("content-length")
-        if (
-            length is None
-            or status not in _SIZED
-            or "transfer-encoding" in headers
-            or len(headers) < len(lines)  # a header repeated
-        ):
-            return None
-        connection = headers.get("connection")
-        keep_alive = (
-            version == "HTTP/1.1" if connection is None else _keeps_alive(version, connection)
-        )
-        stop = at + len(length)
-        if (
-            15 < at <= _MAX_SHAPE_PREFIX
-            and data[at - 18 : at - 15] in (b"\r\nc", b"\r\nC")  # the line's start
-            and data[at:stop] == length.encode("ascii")
-            and (stop == end or data.startswith(b"\r\n", stop))
-        ):
-            if len(_SHAPES) >= _MAX_SHAPES:
-                _SHAPES.clear()
-            prefix = data[:at]
-            shape = (prefix, data[stop : end + 4], status, dict(headers), keep_alive)
-            self._shape = _SHAPES[prefix] = shape
-        return status, headers, int(length), keep_alive, end + 4
+    #
+    # A head is read one way: up to its first blank line, then line by line, each line by its
+    # rule (`_read_lines`), as h11 reads it. Two memos make that cheap without a second way:
+    # each valid line is kept with what it says (`_Lines`: a server sends the same lines again
+    # and again), and the connection keeps the shape of its last sized head (`_Shape`: a server
+    # sends the same head with each answer but for its Content-Length digits), so that the next
+    # head of that shape is three comparisons, not a look-up per line.
 
     def _head(self, data: bytes) -> int:
-        """Parse heads (skipping 1xx interim ones) from ``data``; the offset after the final
-        head, or -1 when it is not complete yet (the bytes are kept).
-
-        A head in CRLF lines that were all seen before costs a dictionary look-up per line
-        (`_Lines`); any other is split and checked line by line (`_split_head`). One function
-        with its framing rules (`_framing`) for the common head: each call costs every response."""
+        """Read the heads in ``data`` (skipping 1xx interim ones) up to the final one; the offset
+        after it, or -1 when it has not all arrived yet (its start is kept, unless it already
+        cannot be a head). Sets ``status``, ``headers``, ``keep_alive`` and the body's framing."""
         pos = 0
         while True:
-            headers = None
-            end = data.find(b"\r\n\r\n", pos)
-            if end >= 0 and self._remaining + end + 4 - pos <= MAX_HEAD_BYTES:
-                lines = data[pos:end].split(b"\r\n")
-                try:
-                    version, status = _status_line(lines.pop(0))
-                    headers = dict(map(_field_line, lines))
-                except _Malformed:  # a line not seen before that breaks a rule
-                    pass
-                else:
-                    if len(headers) < len(lines):
-                        headers = None  # a repeated header: `_split_head` joins its values
-                end += 4
-            if headers is None:  # bare LF line ends, a malformed head, or not all here yet
-                blank = _BLANK_LINE.search(data, pos)
-                if blank is None:
-                    self._partial_head(data, pos)
-                    return -1
-                end = blank.end()
-                if self._remaining + end - pos > MAX_HEAD_BYTES:
-                    raise BadResponse(f"response head larger than {MAX_HEAD_BYTES} bytes")
-                version, status, headers = _split_head(data[pos : blank.start()])
+            end = self._kept(data, pos)
+            if end >= 0:
+                return end
+            blank = _BLANK_LINE.search(data, pos)
+            if blank is None:
+                self._partial_head(data, pos)
+                return -1
+            end = blank.end()
             self._remaining += end - pos
-            pos = end
-            coding = headers.get("transfer-encoding")
-            length = headers.get("content-length")
-            if coding is not None or length is None or not length.isdecimal() or len(length) > 20:
-                n = _framing(version, coding, length, headers)
-            else:  # of latin-1 text, isdecimal() is ASCII digits only
-                n = int(length)
+            if self._remaining > MAX_HEAD_BYTES:
+                raise BadResponse(f"response head larger than {MAX_HEAD_BYTES} bytes")
+            version, status, headers = _read_lines(data[pos : blank.start() + 1])
+            length = _framing(version, headers)  # checked in every head, where it frames nothing
             if status < 200:
                 if status == 101:
                     raise BadResponse(
                         "the server switched protocols, which lmclient never asks for"
                     )
-                continue  # a 1xx interim response, which carries no body
-            self.status = status
-            self.headers = headers
+                pos = end  # an interim response, which carries no body: the next head follows
+                continue
             connection = headers.get("connection")
             if connection is None:
-                self.keep_alive = version == "HTTP/1.1"
+                keep_alive = version == "HTTP/1.1"
             else:
-                self.keep_alive = _keeps_alive(version, connection)
+                keep_alive = _keeps_alive(version, connection)
+            self.status = status
+            self.headers = headers
             self._remaining = 0
             if status == 204 or status == 304:
                 self._state = _DONE
                 self.complete = True
-            elif coding is not None:
+            elif "transfer-encoding" in headers:
                 self._state = _CHUNK_SIZE
-                if n is not None:
-                    self.keep_alive = False
-            elif n is not None:
-                self.length = self._remaining = n
-                if n:
-                    self._state = _LENGTH
-                else:
-                    self._state = _DONE
-                    self.complete = True
-            else:
+                if length is not None:  # both: framed by the coding, never reused (§6.3)
+                    keep_alive = False
+            elif length is None:
                 self._state = _UNTIL_CLOSE
-                self.keep_alive = False
-            return pos
+                keep_alive = False
+            else:
+                self._sized(length)
+                self._learn(data[pos:end], status, headers, keep_alive)
+            self.keep_alive = keep_alive
+            return end
+
+    def _kept(self, data: bytes, pos: int) -> int:
+        """The offset after the head at ``pos`` if it is the kept shape's but for its
+        Content-Length digits, with every field set as reading its lines would set them; else
+        -1, with nothing set.
+
+        The shape's bytes were read by the lines' rules and hold no blank line but at their end,
+        and the digits hold none, so such a head is the same lines with another valid length:
+        it ends where the shape does and says what the shape said. Its digits end at the CR of
+        the Content-Length line, 1 to `_MAX_LENGTH_DIGITS` ASCII digits after the shape's
+        bytes before them (no CR there, no digits, other bytes after: not this shape)."""
+        shape = self._shape
+        if shape is None or not data.startswith(shape.before, pos):
+            return -1
+        first = pos + len(shape.before)  # the first digit
+        cr = data.find(b"\r", first, first + _MAX_LENGTH_DIGITS + 1)
+        if cr < 0 or not data.startswith(shape.after, cr):
+            return -1
+        digits = data[first:cr]
+        if not digits.isdigit():  # (of bytes: ASCII digits only; and False for none)
+            return -1
+        end = cr + len(shape.after)
+        if self._remaining + end - pos > MAX_HEAD_BYTES:  # (after interim heads)
+            return -1  # reading the lines refuses it, saying why
+        headers = shape.headers.copy()  # (the caller's to keep, the shape's to reuse)
+        headers["content-length"] = digits.decode("ascii")
+        self.status = shape.status
+        self.headers = headers
+        self.keep_alive = shape.keep_alive
+        self._sized(int(digits))
+        return end
+
+    def _sized(self, length: int) -> None:
+        """The final head declared a body of ``length`` bytes."""
+        self.length = self._remaining = length
+        if length:
+            self._state = _LENGTH
+        else:
+            self._state = _DONE
+            self.complete = True
+
+    def _learn(self, head: bytes, status: int, headers: dict[str, str], keep_alive: bool) -> None:
+        """Keep the shape of a sized final ``head`` just read by its lines, for the connection's
+        next response: where its Content-Length is one line spelt the usual way (any case, one
+        space, the digits and CRLF: `_LENGTH_LINE`), and the head is not long (memory kept
+        per connection). A repeated Content-Length is not one line (its values were joined),
+        and another head keeps the last shape: the next head is read by its lines either way."""
+        line = _LENGTH_LINE.search(head)
+        if (
+            line is not None
+            and len(head) <= _MAX_KEPT_HEAD
+            and line[1].decode("ascii") == headers["content-length"]
+        ):
+            before, after = head[: line.start(1)], head[line.end(1) :]
+            self._shape = _Shape(before, after, status, dict(headers), keep_alive)
 
     def _partial_head(self, data: bytes, pos: int) -> None:
         """Keep the start of a head, unless it already cannot be one."""
@@ -521,7 +459,7 @@ class ResponseParser:
 
 
 class _Malformed(Exception):
-    """A line of a head breaks a rule: `_split_head` says which."""
+    """A line of a head breaks its rule: `_refusal` says which."""
 
 
 class _Lines(dict[bytes, _V]):
@@ -553,29 +491,65 @@ def _learn_status_line(line: bytes) -> tuple[str, int] | None:
 
 
 def _learn_field_line(line: bytes) -> tuple[str, str] | None:
-    if line[:16].lower() == b"content-length: " and line[16:].isdigit() and len(line) <= 36:
-        return "content-length", line[16:].decode("ascii")  # its value varies: no pattern
+    digits = line[len(_LENGTH_FIELD) :]
+    if (
+        line[: len(_LENGTH_FIELD)].lower() == _LENGTH_FIELD
+        and digits.isdigit()
+        and len(digits) <= _MAX_LENGTH_DIGITS
+    ):
+        return "content-length", digits.decode("ascii")  # its value varies: no pattern
     match = _FIELD_LINE.fullmatch(line.decode("latin-1"))
-    if match is None:
-        return None
-    name, value = match.group(1).lower(), match.group(2)
-    if name == "content-length" and not (value.isdecimal() and len(value) <= 20):
-        return None  # kept only as 1 to 20 digits: any other goes to `_split_head`, `_framing`
-    return name, value
+    return None if match is None else (match.group(1).lower(), match.group(2))
 
 
-# Heads read before (`ResponseParser._common`), by their bytes up to the Content-Length digits:
-# those bytes, the bytes after the digits to the body, the status, the headers, and whether the
-# connection stays open.
-_Shape = tuple[bytes, bytes, int, dict[str, str], bool]
-_SHAPES: dict[bytes, _Shape] = {}
-_MAX_SHAPES = 256  # a full cache is emptied (uvicorn's Date makes a new shape every second)
-_MAX_SHAPE_PREFIX = 2048  # bytes up to the digits: a longer head is read by its lines each time
 _STATUS_LINES = _Lines(_learn_status_line)  # version, status
 _FIELDS = _Lines(_learn_field_line)  # lower-cased name, value
 # Bound look-ups: subscripting a dict subclass goes through a slower generic slot.
 _status_line = _STATUS_LINES.__getitem__
 _field_line = _FIELDS.__getitem__
+
+
+def _read_lines(raw: bytes) -> tuple[str, int, dict[str, str]]:
+    """The version, status and headers of a head, ``raw`` up to its last line's LF: each line
+    ends with an LF, or a CR LF; each is checked by its rule (or found among the lines seen
+    before: `_Lines`), and `BadResponse` says which rule a line breaks. A CR anywhere else stays
+    in its line, which the rules refuse."""
+    lines = raw.replace(b"\r\n", b"\n").split(b"\n")
+    lines.pop()  # (after the last LF: nothing)
+    first = lines.pop(0)
+    try:
+        version, status = _status_line(first)
+        headers = dict(map(_field_line, lines))
+    except _Malformed:
+        raise _refusal(first, lines) from None
+    if len(headers) < len(lines):  # a header repeated: its values joined (RFC 9110 §5.3)
+        headers = {}
+        for name, value in map(_field_line, lines):
+            headers[name] = f"{headers[name]}, {value}" if name in headers else value
+    return version, status, headers
+
+
+def _refusal(status_line: bytes, lines: list[bytes]) -> BadResponse:
+    """Which rule the first bad line of a head breaks."""
+    text = status_line.decode("latin-1")
+    if _STATUS_LINE.fullmatch(text) is None:
+        return _not_a_status_line(text)
+    for line in lines:
+        text = line.decode("latin-1")
+        if _FIELD_LINE.fullmatch(text) is None:
+            return _bad_field_line(text)
+    raise AssertionError("no line breaks a rule")  # pragma: no cover
+
+
+class _Shape(NamedTuple):
+    """A sized final head a connection read (`ResponseParser._learn`): its bytes before and
+    after its Content-Length digits, and what it says."""
+
+    before: bytes  # from the status line to "content-length: ", included
+    after: bytes  # from the CR after the digits to the blank line, included
+    status: int
+    headers: dict[str, str]  # its Content-Length among them, replaced with each response's
+    keep_alive: bool
 
 
 def _keeps_alive(version: str, connection: str) -> bool:
@@ -584,19 +558,18 @@ def _keeps_alive(version: str, connection: str) -> bool:
     return "close" not in tokens if version == "HTTP/1.1" else "keep-alive" in tokens
 
 
-def _framing(
-    version: str, coding: str | None, length: str | None, headers: Mapping[str, str]
-) -> int | None:
-    """The Content-Length of a head that is not the common one (a single value of digits, no
-    Transfer-Encoding), or None; `BadResponse` for framing that is refused."""
+def _framing(version: str, headers: Mapping[str, str]) -> int | None:
+    """The Content-Length of a head, or None; `BadResponse` for framing that is refused."""
     n = None
+    length = headers.get("content-length")
     if length is not None:
-        if length.isdecimal() and len(length) <= 20:
+        if length.isdecimal() and len(length) <= _MAX_LENGTH_DIGITS:  # (of latin-1: ASCII)
             n = int(length)
         else:
             n = declared_length(headers)
             if n is None:
                 raise BadResponse(f"invalid content-length: {length[:100]!r}")
+    coding = headers.get("transfer-encoding")
     if coding is not None:
         if coding.lower() != "chunked":
             raise BadResponse(f"unsupported transfer-encoding {coding[:100]!r}")
@@ -605,35 +578,23 @@ def _framing(
     return n
 
 
-def _split_head(raw: bytes) -> tuple[str, int, dict[str, str]]:
-    """The version, status and headers of a head whose lines may end with a bare LF, by the
-    rules' patterns: `BadResponse` says which rule the head breaks."""
-    lines = raw.decode("latin-1").split("\n")
-    line = lines[0].removesuffix("\r")
-    status = _STATUS_LINE.fullmatch(line)
-    if status is None:
-        raise _not_a_status_line(line)
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, value = _field(line.removesuffix("\r"))
-        key = name.lower()
-        headers[key] = f"{headers[key]}, {value}" if key in headers else value
-    return f"HTTP/1.{status.group(1)}", int(status.group(2)), headers
-
-
 def _field(line: str) -> tuple[str, str]:
     field = _FIELD_LINE.fullmatch(line)
     if field is None:
-        if line[:1] in (" ", "\t"):
-            why = "a folded header line (obs-fold)"
-        elif "\r" in line:
-            why = "a CR inside a header line"
-        elif _CTL.search(line):
-            why = "a control character in a header line"
-        else:
-            why = "a malformed header line"
-        raise BadResponse(f"{why}: {line[:100]!r}")
+        raise _bad_field_line(line)
     return field.group(1), field.group(2)
+
+
+def _bad_field_line(line: str) -> BadResponse:
+    if line[:1] in (" ", "\t"):
+        why = "a folded header line (obs-fold)"
+    elif "\r" in line:
+        why = "a CR inside a header line"
+    elif _CTL.search(line):
+        why = "a control character in a header line"
+    else:
+        why = "a malformed header line"
+    return BadResponse(f"{why}: {line[:100]!r}")
 
 
 def _not_a_status_line(line: str) -> BadResponse:
@@ -649,7 +610,9 @@ def declared_length(headers: Mapping[str, str]) -> int | None:
     if len(values) != 1:
         return None
     text = values.pop()
-    return int(text) if text.isascii() and text.isdigit() and len(text) <= 20 else None
+    return (
+        int(text) if text.isascii() and text.isdigit() and len(text) <= _MAX_LENGTH_DIGITS else None
+    )
 
 
 def content_decoder(headers: Mapping[str, str]) -> ContentDecoder | None:
