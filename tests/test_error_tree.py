@@ -19,7 +19,7 @@ import pytest
 import lmclient
 from lmclient import _cli
 from lmclient.testing import FakeLLM
-from tests.test_core import call
+from tests.helpers import call
 
 MODEL = "fake-model"
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "reliability.md"

@@ -27,7 +27,7 @@ from lmclient._dialects import DIALECTS
 from lmclient._partial import ObjectFields, PartialObject, fields_of
 from lmclient._types import compile_output
 from lmclient.testing import FakeLLM
-from tests.test_loopback import gated_fake
+from tests.helpers import gated_fake
 
 T = TypeVar("T")
 

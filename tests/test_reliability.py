@@ -21,7 +21,7 @@ import pytest
 import lmclient
 from lmclient.testing import FakeLLM
 from lmclient.testing._faults import FAULTS
-from tests.test_loopback import checked_out
+from tests.helpers import checked_out
 
 BOUND = 5.0  # seconds: a call with a 1 s deadline must end well within this
 

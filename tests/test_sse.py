@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lmclient._sse import ArrayItems, ServerSentEvent, SSEDecoder
-from tests.conftest import EXAMPLES
+from tests.helpers import EXAMPLES
 
 SSE_FILES = sorted(EXAMPLES.glob("*.sse"))
 

@@ -12,9 +12,8 @@ import pytest
 
 import lmclient
 from tests.forking import calls_after_fork
-from tests.stacks.conftest import started
+from tests.stacks.helpers import Echo, async_client, started, sync_client
 from tests.stacks.servers import Stacks
-from tests.stacks.test_stacks import Echo, async_client, sync_client
 
 pytestmark = [
     pytest.mark.slow,
