@@ -22,7 +22,7 @@ from lmclient.testing import FakeLLM
 from tests.helpers import call
 
 MODEL = "fake-model"
-PAGE = Path(__file__).resolve().parents[1] / "docs" / "reliability.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "reliability.md"
 
 # Each exception of openai-python's _exceptions.py that a call can raise → lmclient's.
 OPENAI: dict[type[Exception], type[Exception]] = {

@@ -1,6 +1,6 @@
-"""`tests/test_fork.py` against a real uvicorn (h11, and httptools on a Unix socket): a client
-used once before ``os.fork()``, then by 1,000 calls in the parent and 1,000 in the child at
-once; every answer echoes its own prompt."""
+"""`tests/transports/test_fork.py` against a real uvicorn (h11, and httptools on a Unix socket):
+a client used once before ``os.fork()``, then by 1,000 calls in the parent and 1,000 in the
+child at once; every answer echoes its own prompt."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ wait for the read timeout, and what it accepts (bare LF line ends) is read.
 
 The read timeout is 30 s and every test has a pytest timeout of 15 s, so a parser that waits for
 bytes that never come fails here as a timeout, not as a slow pass. Each case says which finding
-of the hardening (issue 13) it covers; `tests/test_http11.py` tests the same shapes on the
+of the hardening (issue 13) it covers; `tests/wire/test_http11.py` tests the same shapes on the
 parser alone, and against h11.
 """
 

@@ -1,4 +1,5 @@
-"""lmclient's own HTTP/1.1 transports over real sockets (the sans-I/O parser: test_http11.py).
+"""lmclient's own HTTP/1.1 transports over real sockets (the sans-I/O parser:
+tests/wire/test_http11.py).
 
 `ScriptedServer` (`tests.scripted_server`) answers each request on 127.0.0.1 with the next
 scripted reply (bytes, a close, or silence), and records what it received and how many
