@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from tests.conftest import chat_body
+from tests.helpers import chat_body
 
 HOLD = 10.0  # how long a handler holds a stalled connection: far past any bound a test asserts
 

@@ -3,7 +3,7 @@
 Each row is a keyword with a probe: a schema using it, a string it allows and one only the
 keyword forbids. Who holds the keyword while decoding:
 
-- lmclient compact: worked out from `lmclient._output.gbnf` by `tests/test_keyword_table.py` (the
+- lmclient compact: worked out from `lmclient._output.gbnf` by `tests/output/test_keyword_table.py` (the
   grammar rejects the forbidden string: "grammar"; the compiler falls back to the schema:
   "schema sent");
 - xgrammar (vLLM's and SGLang's schema mode): declared here and checked against xgrammar's

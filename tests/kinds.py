@@ -353,7 +353,7 @@ COMPACT_PLACES: dict[str, Callable[[str], dict[str, Any]]] = {
 
 def compact_text(kind: Kind) -> str | None:
     """The compact grammar lmclient compiles for a JSON kind (tested on its own in
-    tests/test_gbnf.py); ``None`` for other kinds."""
+    tests/output/test_gbnf.py); ``None`` for other kinds."""
     if kind.native not in ("json", "any"):
         return None
     grammar = compile_output(kind.output_type).compact

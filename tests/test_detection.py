@@ -12,7 +12,7 @@ import lmclient
 from lmclient._dialects import PROBE_PATHS, ServerInfo, detect
 from lmclient._servers import release
 from lmclient.testing import FakeLLM
-from tests.conftest import LLAMACPP_LIVE
+from tests.helpers import LLAMACPP_LIVE
 
 LLAMACPP_PROPS = json.loads((LLAMACPP_LIVE / "props.response.json").read_text())
 

@@ -13,8 +13,8 @@ import lmclient
 from lmclient._dialects import DIALECTS, get_dialect, llamacpp_schema, strict_schema
 from lmclient._output.types import compile_output
 from lmclient.testing import FakeLLM
+from tests.helpers import make_core
 from tests.kinds import COMPACT_PLACES, KINDS, Kind, compact_text, expected_fields, reply_text
-from tests.test_core import make_core
 
 
 @pytest.mark.parametrize("compact", [True, False], ids=["compact", "server-whitespace"])

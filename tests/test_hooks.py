@@ -24,15 +24,10 @@ from lmclient import (
     StreamFinished,
 )
 from lmclient.testing import FakeLLM
+from tests.helpers import script_retry_then_reask
 
 KEY = "sk-hook-secret-0123456789"
 PROMPT = "Say a number, PROMPT-TEXT-4711."
-
-
-def script_retry_then_reask(fake: FakeLLM) -> None:
-    """One 503 (retried at once), then an invalid answer (re-asked), then a valid one."""
-    fake.fail(503, retry_after=0)
-    fake.reply_sequence(["ANSWER-TEXT-BAD", "7"])
 
 
 def client(url: str, events: list[HookEvent]) -> lmclient.Client:

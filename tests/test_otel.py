@@ -13,7 +13,6 @@ import asyncio
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -22,50 +21,18 @@ import pytest
 
 import lmclient
 from lmclient.testing import FakeLLM
+from tests import helpers
+from tests.helpers import only, script_retry_then_reask
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+forget_opentelemetry = helpers.forget_opentelemetry  # OpenTelemetry forgotten after this module
+spans = helpers.spans  # lmclient's tracer on an in-memory exporter of the test's own
 KEY = "sk-otel-secret-0123456789"
 PROMPT = "Say a number, PROMPT-TEXT-4711."
 PARAMS: dict[str, Any] = {"max_tokens": 20, "temperature": 0.5, "top_p": 0.9, "seed": 3}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def forget_opentelemetry() -> Iterator[None]:
-    before = set(sys.modules)
-    yield
-    for name in set(sys.modules) - before:
-        if name.startswith("opentelemetry") or name == "lmclient._otel":
-            del sys.modules[name]
-    vars(lmclient).pop("_otel", None)  # the package's attribute too: a new import is anew
-
-
-@pytest.fixture
-def spans(monkeypatch: pytest.MonkeyPatch) -> InMemorySpanExporter:
-    return traced(monkeypatch)
-
-
-def traced(monkeypatch: pytest.MonkeyPatch) -> InMemorySpanExporter:
-    """lmclient's tracer, on a provider of this test's own (no global state)."""
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    from lmclient import _otel
-
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    monkeypatch.setattr(_otel, "_tracer", provider.get_tracer("lmclient"))
-    return exporter
-
-
-def only(exporter: InMemorySpanExporter) -> ReadableSpan:
-    finished = exporter.get_finished_spans()
-    assert len(finished) == 1, [s.name for s in finished]
-    return finished[0]
 
 
 def check_call_span(span: ReadableSpan, response: lmclient.Response[Any], url: str) -> None:
@@ -110,11 +77,6 @@ def check_call_span(span: ReadableSpan, response: lmclient.Response[Any], url: s
         ),
         ("lmclient.reask", {"lmclient.attempt": 2, "lmclient.reask": 1}),
     ]
-
-
-def script_retry_then_reask(fake: FakeLLM) -> None:
-    fake.fail(503, retry_after=0)
-    fake.reply_sequence(["ANSWER-TEXT-BAD", "7"])
 
 
 def test_one_span_per_call_with_the_genai_attributes(spans: InMemorySpanExporter) -> None:

@@ -17,7 +17,7 @@ from lmclient._reasoning import CONTROLS, THINK_MARKUP_TOKENS
 from lmclient._stream import Delta
 from lmclient._stream_state import StreamState
 from lmclient.testing import FakeLLM
-from tests.test_core import body_of, sent
+from tests.helpers import body_of, sent
 
 # Written out, not computed: each from the server's own request handling (see _reasoning.py).
 ON = {"chat_template_kwargs": {"enable_thinking": True}}

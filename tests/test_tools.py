@@ -20,8 +20,7 @@ from lmclient._dialects import DIALECTS, PROBE_PATHS
 from lmclient._stream_state import StreamState
 from lmclient._tools import CHOICES, ENFORCEMENT
 from lmclient.testing import FakeLLM
-from tests.conftest import EXAMPLES, FIXTURES, LLAMACPP_LIVE, chat_body
-from tests.test_core import body_of, sent
+from tests.helpers import EXAMPLES, FIXTURES, LLAMACPP_LIVE, body_of, chat_body, sent
 
 
 class Weather(msgspec.Struct):

@@ -16,8 +16,7 @@ from lmclient import _core
 from lmclient._stream_state import StreamState
 from lmclient._wire.protocol import add_usage
 from lmclient.testing import FakeLLM
-
-from .conftest import FIXTURES, LLAMACPP_LIVE, chat_body
+from tests.helpers import FIXTURES, LLAMACPP_LIVE, chat_body
 
 VLLM_LIVE = FIXTURES / "vllm"
 

@@ -407,7 +407,7 @@ def respx_watches(asynchronous: bool) -> tuple[PatchWatch, PatchWatch]:
     ``handle_request`` (public httpcore API); ``respx.mock(using="httpx")`` the clients'
     ``_transport_for_url``. respx offers no public way to ask whether a mock is active, and
     that method is httpx's private one, so it is named here only, tested by
-    ``tests/test_respx_mockers.py`` (both mockers, sync and async, calls and streams)."""
+    ``tests/client/test_respx_mockers.py`` (both mockers, sync and async, calls and streams)."""
     if asynchronous:
         return (
             PatchWatch("httpcore", "AsyncConnectionPool", "handle_async_request"),

@@ -8,7 +8,7 @@ responses, bodyless statuses, and whether the connection may be reused. h11 does
 with an event object per step, at several times this parser's CPU per response; that difference
 is most of what separates lmclient's CPU per call from a raw socket's (see benchmarks/README.md).
 
-What a response may be is h11's rule, or stricter where said (tests/test_http11.py checks this
+What a response may be is h11's rule, or stricter where said (tests/wire/test_http11.py checks this
 against h11 itself). Two parsers that disagree on where a message ends are how responses are
 smuggled, so nothing h11 refuses is accepted, and nothing unclear is read until close instead:
 

@@ -33,9 +33,9 @@ from hypothesis import given, settings
 from lmclient._output.gbnf import compact_grammar
 from lmclient._output.types import compile_output
 from scripts import vllm
+from tests.gbnf_cases import CASES
 from tests.gbnf_match import Grammar
 from tests.keyword_table import GRAMMAR, IGNORED, KEYWORDS
-from tests.test_gbnf import CASES
 
 pytestmark = pytest.mark.timeout(600, func_only=True)
 

@@ -17,7 +17,7 @@ import pytest
 
 import lmclient
 from scripts import gateway, llamacpp
-from tests.e2e.test_llamacpp import KINDS, SMALL, Pet, Pets
+from tests.e2e.helpers import KINDS, SMALL, Pet, Pets
 
 Age = Annotated[int, msgspec.Meta(ge=0, le=150)]  # (bounded: a 3-token budget)
 

@@ -20,8 +20,8 @@ from hypothesis import given, settings
 
 from lmclient._output.gbnf import compact_grammar
 from scripts import vllm
+from tests.gbnf_cases import CASES, compiled
 from tests.gbnf_match import Grammar
-from tests.test_gbnf import CASES, compiled
 
 pytestmark = pytest.mark.timeout(300, func_only=True)
 

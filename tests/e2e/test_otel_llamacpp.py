@@ -6,21 +6,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 import msgspec
-import pytest
 
 import lmclient
 from lmclient import CallParams
-from tests.test_otel import forget_opentelemetry, only, traced  # noqa: F401 (a fixture)
+from tests import helpers
+from tests.helpers import only
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 
-@pytest.fixture
-def spans(monkeypatch: pytest.MonkeyPatch) -> InMemorySpanExporter:
-    return traced(monkeypatch)
-
-
+forget_opentelemetry = helpers.forget_opentelemetry  # OpenTelemetry forgotten after this module
+spans = helpers.spans  # lmclient's tracer on an in-memory exporter of the test's own
 SMALL: CallParams = {"temperature": 0.0, "seed": 1, "max_tokens": 64}
 
 

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.stacks.servers import STACKS, Stack, StackFailed, Stacks, StackUnavailable
+from tests.stacks.helpers import started
+from tests.stacks.servers import STACKS, Stack, Stacks
 
 _SESSION: list[Stacks] = []  # the session's stacks, for the summary line
 
@@ -25,17 +26,6 @@ def stacks() -> Iterator[Stacks]:
         yield registry
     finally:
         registry.close()
-
-
-def started(stacks: Stacks, name: str) -> Stack:
-    """The running stack, or this test skipped (not installable) or failed (did not start)."""
-    try:
-        return stacks.get(name)
-    except (StackUnavailable, StackFailed) as exc:
-        outcome = exc  # skipped or failed below, outside this handler: no chained traceback
-    if isinstance(outcome, StackUnavailable):
-        pytest.skip(f"{name}: {outcome}")
-    pytest.fail(f"{name} did not start: {outcome}", pytrace=False)
 
 
 @pytest.fixture(params=STACKS)

@@ -24,9 +24,8 @@ import pytest
 
 import lmclient
 from tests.stacks.app import FEW_ITEMS, MODEL, stream_items
-from tests.stacks.conftest import started
+from tests.stacks.helpers import Echo, async_client, check, prompt_for, started
 from tests.stacks.servers import Stacks
-from tests.stacks.test_stacks import Echo, async_client, check, prompt_for
 
 pytestmark = pytest.mark.slow  # a real server process
 

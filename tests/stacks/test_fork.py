@@ -1,6 +1,6 @@
-"""`tests/test_fork.py` against a real uvicorn (h11, and httptools on a Unix socket): a client
-used once before ``os.fork()``, then by 1,000 calls in the parent and 1,000 in the child at
-once; every answer echoes its own prompt."""
+"""`tests/transports/test_fork.py` against a real uvicorn (h11, and httptools on a Unix socket):
+a client used once before ``os.fork()``, then by 1,000 calls in the parent and 1,000 in the
+child at once; every answer echoes its own prompt."""
 
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ import pytest
 
 import lmclient
 from tests.forking import calls_after_fork
-from tests.stacks.conftest import started
+from tests.stacks.helpers import Echo, async_client, started, sync_client
 from tests.stacks.servers import Stacks
-from tests.stacks.test_stacks import Echo, async_client, sync_client
 
 pytestmark = [
     pytest.mark.slow,

@@ -20,79 +20,30 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import msgspec
 import pytest
 
 import lmclient
 from lmclient._dialects import Endpoint
-from tests.stacks.app import BIG_PAD, MODEL, stream_items
+from tests.stacks.app import MODEL, stream_items
+from tests.stacks.helpers import (
+    TIMEOUT,
+    Echo,
+    async_client,
+    check,
+    expected_text,
+    prompt_for,
+    sync_client,
+)
 from tests.stacks.servers import STACKS, Stack, StackFailed, Stacks, StackUnavailable, raw_client
 
 pytestmark = pytest.mark.slow  # real server processes: minutes on 2 cores
 
 T = TypeVar("T")
 
-TIMEOUT = 20.0  # seconds between bytes, for every client
-DEADLINE = 30.0  # seconds for a whole call
 HANG = 10.0  # an async call that has not returned by then is reported as hung
 BIG_LIMIT = 16 << 20  # max_response_bytes that a 5 MB answer fits in
 SMALL_LIMIT = 1 << 20  # ... and one that it does not
-PAD = "x" * BIG_PAD
 GAPS = (0.9, 1.0, 1.1, 0.9, 1.0)  # seconds between calls, around the stacks' 1 s keep-alive
-
-
-class Echo(msgspec.Struct):
-    """A non-streamed answer: the prompt, the client's port as the server saw it, a pad."""
-
-    prompt: str
-    port: int
-    pad: str
-
-
-def prompt_for(label: str, i: int) -> str:
-    """A prompt unlike any other, with characters that JSON escapes."""
-    return f'{label} {i} "quoted" \\ ünïcødé ✓'
-
-
-def check(echo: Echo, prompt: str, *, big: bool = False) -> int:
-    """The answer is to this prompt; returns the client's port."""
-    assert echo.prompt == prompt
-    assert echo.pad == (PAD if big else ""), f"pad of {len(echo.pad)} characters"
-    return echo.port
-
-
-def expected_text(prompt: str) -> str:
-    return msgspec.json.encode(stream_items(prompt)).decode()
-
-
-def sync_client(
-    stack: Stack, model: str | None = MODEL, *, path: str = "", **options: Any
-) -> lmclient.Client:
-    return lmclient.Client(
-        f"{stack.url}{path}/v1",
-        model,
-        dialect="vllm",
-        max_retries=0,  # a failure is reported, not retried away
-        timeout=TIMEOUT,
-        deadline=DEADLINE,
-        uds=stack.uds,
-        **options,
-    )
-
-
-def async_client(
-    stack: Stack, model: str | None = MODEL, *, path: str = "", **options: Any
-) -> lmclient.AsyncClient:
-    return lmclient.AsyncClient(
-        f"{stack.url}{path}/v1",
-        model,
-        dialect="vllm",
-        max_retries=0,
-        timeout=TIMEOUT,
-        deadline=DEADLINE,
-        uds=stack.uds,
-        **options,
-    )
 
 
 async def bounded(call: Awaitable[T]) -> T:

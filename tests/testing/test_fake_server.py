@@ -26,12 +26,6 @@ def fake() -> FakeLLM:
 
 
 @pytest.fixture
-def url(fake: FakeLLM) -> Iterator[str]:
-    with fake.serve() as base_url:
-        yield base_url
-
-
-@pytest.fixture
 def client() -> Iterator[httpx.Client]:
     with httpx.Client(timeout=WAIT) as c:
         yield c

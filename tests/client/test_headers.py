@@ -15,7 +15,7 @@ import pytest
 
 import lmclient
 from lmclient.testing import FakeLLM
-from tests.conftest import chat_body
+from tests.helpers import chat_body
 
 MODEL = "fake-model"
 SENT = {

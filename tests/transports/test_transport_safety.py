@@ -17,8 +17,8 @@ import lmclient
 from lmclient._params import Timeouts
 from lmclient._transports.aio import AsyncTransport
 from lmclient._transports.sync import SyncTransport
-from tests import test_transports
-from tests.test_transports import COMPLETION, Idle, Reply, chunked, ok, post
+from tests import scripted_server
+from tests.scripted_server import COMPLETION, Idle, Reply, chunked, ok, post
 
 # A read timeout long enough that waiting for it is a failure: each test has its own pytest
 # timeout far below it, so a hang shows as a timeout failure, not as a slow pass.
@@ -26,9 +26,9 @@ PATIENT = Timeouts(5.0, 60.0, 5.0, 5.0)
 MB = 1 << 20
 
 pytestmark = pytest.mark.timeout(30)
-script = test_transports.script  # the scripted server fixture
-sync = test_transports.sync  # the transports, closed after each test
-aio = test_transports.aio
+script = scripted_server.script  # the scripted server fixture
+sync = scripted_server.sync  # the transports, closed after each test
+aio = scripted_server.aio
 
 
 # -- 1. AsyncClient: a whole (non-streamed) response larger than the stream high-water mark -------

@@ -12,15 +12,10 @@ import respx
 
 import lmclient
 from lmclient._dialects import Endpoint
-from tests.conftest import chat_body, completion_body
+from tests.helpers import chat_body, reply
 from tests.kinds import DIALECTS, KINDS, Kind, expected_budget, expected_fields, reply_text
 
 BASE = "http://llm.test/v1"
-
-
-def _reply(endpoint: str, text: str, **kw: Any) -> httpx.Response:
-    body = chat_body(text, **kw) if endpoint == "chat" else completion_body(text, **kw)
-    return httpx.Response(200, json=body)
 
 
 def _prompt_fields(endpoint: str) -> dict[str, Any]:
@@ -46,7 +41,7 @@ def test_exact_request_body_and_validated_value(
             client.create("Q", kind.output_type, endpoint=endpoint)
         assert not route.called  # refused before anything was sent
         return
-    route.mock(return_value=_reply(endpoint, reply_text(kind, dialect)))
+    route.mock(return_value=reply(endpoint, reply_text(kind, dialect)))
     response = client.create("Q", kind.output_type, endpoint=endpoint)
     assert response.value == kind.value
     assert type(response.value) is type(kind.value)
@@ -62,23 +57,23 @@ class Person(msgspec.Struct):
 
 def test_generate_and_complete_return_values(respx_mock: respx.MockRouter) -> None:
     respx_mock.post(BASE + "/chat/completions").mock(
-        return_value=_reply("chat", '{"name":"A","age":1}')
+        return_value=reply("chat", '{"name":"A","age":1}')
     )
-    respx_mock.post(BASE + "/completions").mock(return_value=_reply("completions", "4"))
+    respx_mock.post(BASE + "/completions").mock(return_value=reply("completions", "4"))
     with lmclient.Client(BASE, model="m", dialect="vllm") as client:
         assert client.generate("Invent a person.", Person) == Person("A", 1)
         assert client.complete("2 + 2 =", int) == 4
 
 
 def test_messages_are_sent_as_given(respx_mock: respx.MockRouter) -> None:
-    route = respx_mock.post(BASE + "/chat/completions").mock(return_value=_reply("chat", "hi"))
+    route = respx_mock.post(BASE + "/chat/completions").mock(return_value=reply("chat", "hi"))
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
     assert lmclient.Client(BASE, model="m", dialect="vllm").generate(messages) == "hi"
     assert json.loads(route.calls.last.request.content)["messages"] == messages
 
 
 def test_parameters_defaults_and_extra_body_in_the_body(respx_mock: respx.MockRouter) -> None:
-    route = respx_mock.post(BASE + "/chat/completions").mock(return_value=_reply("chat", "x"))
+    route = respx_mock.post(BASE + "/chat/completions").mock(return_value=reply("chat", "x"))
     client = lmclient.Client(
         BASE, model="m", dialect="vllm", defaults={"temperature": 0, "max_tokens": 512}
     )
@@ -113,7 +108,7 @@ def test_parameters_defaults_and_extra_body_in_the_body(respx_mock: respx.MockRo
 
 
 def test_completions_logprobs_use_the_legacy_number(respx_mock: respx.MockRouter) -> None:
-    route = respx_mock.post(BASE + "/completions").mock(return_value=_reply("completions", "x"))
+    route = respx_mock.post(BASE + "/completions").mock(return_value=reply("completions", "x"))
     lmclient.Client(BASE, model="m", dialect="vllm").complete("Q", logprobs=True, top_logprobs=3)
     assert json.loads(route.calls.last.request.content)["logprobs"] == 3
 
@@ -158,7 +153,7 @@ def test_model_none_asks_the_server_once(respx_mock: respx.MockRouter) -> None:
     models = respx_mock.get(BASE + "/models").mock(
         return_value=httpx.Response(200, json={"object": "list", "data": [{"id": "only"}]})
     )
-    route = respx_mock.post(BASE + "/chat/completions").mock(return_value=_reply("chat", "x"))
+    route = respx_mock.post(BASE + "/chat/completions").mock(return_value=reply("chat", "x"))
     client = lmclient.Client(BASE, dialect="vllm")
     client.generate("a")
     client.generate("b")
@@ -180,7 +175,7 @@ def test_env_fallbacks(monkeypatch: pytest.MonkeyPatch, respx_mock: respx.MockRo
     monkeypatch.setenv("LMCLIENT_BASE_URL", BASE)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-openai")
     monkeypatch.setenv("LMCLIENT_API_KEY", "sk-lmclient")
-    route = respx_mock.post(BASE + "/chat/completions").mock(return_value=_reply("chat", "x"))
+    route = respx_mock.post(BASE + "/chat/completions").mock(return_value=reply("chat", "x"))
     lmclient.Client(model="m", dialect="vllm").generate("Q")
     assert route.calls.last.request.headers["authorization"] == "Bearer sk-lmclient"
 
@@ -204,7 +199,7 @@ def test_api_key_never_in_repr_or_errors(respx_mock: respx.MockRouter) -> None:
 
 
 def test_user_http_client_is_used_and_not_closed(respx_mock: respx.MockRouter) -> None:
-    route = respx_mock.post(BASE + "/chat/completions").mock(return_value=_reply("chat", "x"))
+    route = respx_mock.post(BASE + "/chat/completions").mock(return_value=reply("chat", "x"))
     with httpx.Client(headers={"x-team": "a"}) as http:
         with lmclient.Client(BASE, model="m", dialect="vllm", http_client=http) as client:
             client.generate("Q")

@@ -14,29 +14,7 @@ import lmclient
 from lmclient import _core, _params, _status, errors
 from lmclient._dialects import PROBE_PATHS, Endpoint, ServerInfo
 from lmclient._params import CallParams, CreateParams
-from tests.conftest import EXAMPLES, LLAMACPP_LIVE, chat_body, completion_body
-
-
-def make_core(**kw: Any) -> _core.ClientCore:
-    return _core.ClientCore("http://h/v1", "m", **{"dialect": "vllm", **kw})
-
-
-def body_of(dialect: str, output_type: Any = str, endpoint: Any = "chat", **params: Any) -> Any:
-    """The decoded body of a call, as `dialect` sends it."""
-    core = _core.ClientCore("http://h/v1", "m", dialect=dialect)
-    call = core.prepare("create", "Q", output_type, endpoint, params)
-    assert call.request.body is not None
-    return msgspec.json.decode(call.request.body)
-
-
-def sent(dialect: str, **params: Any) -> dict[str, Any]:
-    """The fields a free-text chat call sends besides model and messages."""
-    body = body_of(dialect, **params)
-    return {k: v for k, v in body.items() if k not in ("model", "messages")}
-
-
-def call(output_type: Any = str, endpoint: Any = "chat", **params: Any) -> _core.Call:
-    return make_core().prepare("create", "Q", output_type, endpoint, params)
+from tests.helpers import EXAMPLES, LLAMACPP_LIVE, call, chat_body, completion_body, make_core
 
 
 def finish(

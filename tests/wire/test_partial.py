@@ -28,7 +28,7 @@ from lmclient._output.types import compile_output
 from lmclient._wire import partial as _partial
 from lmclient._wire.partial import ObjectFields, PartialObject, fields_of
 from lmclient.testing import FakeLLM
-from tests.test_loopback import gated_fake
+from tests.helpers import gated_fake
 
 T = TypeVar("T")
 

@@ -16,7 +16,7 @@ import lmclient
 from lmclient import _stream_state
 from lmclient._dialects import Endpoint
 from lmclient._wire.sse import ArrayItems, SSEDecoder
-from tests.test_core import make_core
+from tests.helpers import make_core
 
 pytestmark = pytest.mark.slow  # hundreds of generated inputs per test: seconds
 

@@ -13,7 +13,7 @@ from lmclient._output.gbnf import compact_grammar
 from tests.gbnf_match import Grammar
 from tests.keyword_table import GRAMMAR, IGNORED, KEYWORDS, SCHEMA, Keyword, render
 
-_DOCS = pathlib.Path(__file__).parent.parent / "docs" / "output-types.md"
+_DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "output-types.md"
 
 
 def compact_cell(row: Keyword) -> str:
@@ -34,7 +34,7 @@ def test_the_compact_grammar_holds_what_a_server_s_schema_mode_holds(row: Keywor
 
 def test_the_docs_show_the_table() -> None:
     table = render({row.name: compact_cell(row) for row in KEYWORDS})
-    assert table in _DOCS.read_text(), "regenerate with: python -m tests.test_keyword_table"
+    assert table in _DOCS.read_text(), "regenerate with: python -m tests.output.test_keyword_table"
 
 
 if __name__ == "__main__":

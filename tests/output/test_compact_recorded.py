@@ -5,7 +5,6 @@ server with lmclient's compact grammar, and with the server's own JSON grammar
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -14,6 +13,7 @@ import pytest
 import lmclient
 from lmclient import _core
 from lmclient.testing import FakeLLM
+from tests.helpers import LLAMACPP_LIVE
 
 
 class Pet(msgspec.Struct):  # as in tests/e2e/test_compact.py, which recorded the calls
@@ -22,7 +22,7 @@ class Pet(msgspec.Struct):  # as in tests/e2e/test_compact.py, which recorded th
     age: Annotated[int, msgspec.Meta(ge=0, le=30)]
 
 
-LIVE = Path(__file__).parent / "fixtures" / "llamacpp-live"
+LIVE = LLAMACPP_LIVE
 PARAMS: dict[str, Any] = {"temperature": 0.0, "seed": 1, "max_tokens": 300}
 
 

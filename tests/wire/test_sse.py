@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lmclient._wire.sse import ArrayItems, ServerSentEvent, SSEDecoder
-from tests.conftest import EXAMPLES
+from tests.helpers import EXAMPLES
 
 SSE_FILES = sorted(EXAMPLES.glob("*.sse"))
 
@@ -34,7 +34,7 @@ def test_reference_streams_decode() -> None:
         "llamacpp_stream_error_legacy_pre_pr16109.sse": 2,  # the error field, then [DONE]
         "sglang_chat_stream_chunks.sse": 2,
         "vllm_chat_stream_chunks.sse": 3,
-        "ollama_chat_tool_calls_stream.sse": 5,  # tool-call streams: test_tools.py decodes them
+        "ollama_chat_tool_calls_stream.sse": 5,  # tool calls: tests/test_tools.py decodes them
         "ollama_0.20_chat_tool_calls_stream_index_reused.sse": 5,
         "openai_chat_tool_calls_stream.sse": 10,
         "sglang_chat_tool_calls_stream.sse": 11,

@@ -12,8 +12,7 @@ import pytest
 import lmclient
 from lmclient import _status, errors
 from lmclient.testing import FakeLLM
-
-from .conftest import EXAMPLES, FIXTURES, LLAMACPP_LIVE
+from tests.helpers import EXAMPLES, FIXTURES, LLAMACPP_LIVE
 
 RECORDED = [
     # (file, context length, prompt tokens, requested tokens)

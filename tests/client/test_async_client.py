@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
 
 import httpx
 import msgspec
@@ -13,15 +12,10 @@ import respx
 
 import lmclient
 from lmclient._dialects import Endpoint
-from tests.conftest import chat_body, completion_body
+from tests.helpers import reply
 from tests.kinds import DIALECTS, KINDS, Kind, expected_budget, expected_fields, reply_text
 
 BASE = "http://llm.test/v1"
-
-
-def _reply(endpoint: str, text: str, **kw: Any) -> httpx.Response:
-    body = chat_body(text, **kw) if endpoint == "chat" else completion_body(text, **kw)
-    return httpx.Response(200, json=body)
 
 
 @pytest.mark.slow  # 40 ms a case (httpx's CA bundle); test_loopback sends the supported ones too
@@ -41,7 +35,7 @@ async def test_exact_request_body_and_validated_value(
                 await client.create("Q", kind.output_type, endpoint=endpoint)
             assert not route.called
             return
-        route.mock(return_value=_reply(endpoint, reply_text(kind, dialect)))
+        route.mock(return_value=reply(endpoint, reply_text(kind, dialect)))
         response = await client.create("Q", kind.output_type, endpoint=endpoint)
     assert response.value == kind.value
     prompt = (
@@ -63,9 +57,9 @@ class Person(msgspec.Struct):
 
 async def test_generate_and_complete(respx_mock: respx.MockRouter) -> None:
     respx_mock.post(BASE + "/chat/completions").mock(
-        return_value=_reply("chat", '{"name":"A","age":1}')
+        return_value=reply("chat", '{"name":"A","age":1}')
     )
-    respx_mock.post(BASE + "/completions").mock(return_value=_reply("completions", "4"))
+    respx_mock.post(BASE + "/completions").mock(return_value=reply("completions", "4"))
     async with lmclient.AsyncClient(BASE, model="m", dialect="vllm") as client:
         assert await client.generate("Invent a person.", Person) == Person("A", 1)
         assert await client.complete("2 + 2 =", int) == 4
@@ -83,7 +77,7 @@ async def test_model_none_is_resolved_once_under_concurrency(respx_mock: respx.M
     models = respx_mock.get(BASE + "/models").mock(
         return_value=httpx.Response(200, json={"data": [{"id": "only"}]})
     )
-    respx_mock.post(BASE + "/chat/completions").mock(return_value=_reply("chat", "x"))
+    respx_mock.post(BASE + "/chat/completions").mock(return_value=reply("chat", "x"))
     async with lmclient.AsyncClient(BASE, dialect="vllm") as client:
         await asyncio.gather(*(client.generate("Q") for _ in range(10)))
         assert client.model == "only"
@@ -91,7 +85,7 @@ async def test_model_none_is_resolved_once_under_concurrency(respx_mock: respx.M
 
 
 async def test_user_http_client_is_used_and_not_closed(respx_mock: respx.MockRouter) -> None:
-    route = respx_mock.post(BASE + "/chat/completions").mock(return_value=_reply("chat", "x"))
+    route = respx_mock.post(BASE + "/chat/completions").mock(return_value=reply("chat", "x"))
     async with httpx.AsyncClient(headers={"x-team": "a"}) as http:
         async with lmclient.AsyncClient(
             BASE, model="m", dialect="vllm", http_client=http

@@ -14,7 +14,7 @@ import lmclient
 from lmclient._dialects import MAX_TOKEN_BYTES, Budget, get_dialect
 from lmclient._output.types import compile_output
 from lmclient.testing import FakeLLM
-from tests.test_core import make_core
+from tests.helpers import make_core
 
 
 class Tag(msgspec.Struct):

@@ -19,10 +19,10 @@ import pytest
 import lmclient
 from lmclient import _cli
 from lmclient.testing import FakeLLM
-from tests.test_core import call
+from tests.helpers import call
 
 MODEL = "fake-model"
-PAGE = Path(__file__).resolve().parents[1] / "docs" / "reliability.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "reliability.md"
 
 # Each exception of openai-python's _exceptions.py that a call can raise → lmclient's.
 OPENAI: dict[type[Exception], type[Exception]] = {

@@ -4,7 +4,7 @@ never a wait for the read timeout, and what it accepts (bare LF line ends) is re
 
 The read timeout is 30 s and every test has a pytest timeout of 15 s, so a parser that waits for
 bytes that never come fails here as a timeout, not as a slow pass. Each case says which finding
-of the hardening (issue 13) it covers; `tests/test_http11.py` tests the same shapes on the
+of the hardening (issue 13) it covers; `tests/wire/test_http11.py` tests the same shapes on the
 parser alone, and against h11.
 """
 
@@ -20,8 +20,8 @@ import lmclient
 from lmclient._params import Timeouts
 from lmclient._transports.aio import AsyncTransport
 from lmclient._transports.sync import SyncTransport
-from tests import test_transports
-from tests.test_transports import Reply, ok, post
+from tests import scripted_server
+from tests.scripted_server import Reply, ok, post
 
 PATIENT = Timeouts(5.0, 30.0, 5.0, 5.0)  # a read timeout far beyond the test's own
 LIMIT = 1 << 20
@@ -30,9 +30,9 @@ H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 H2_SETTINGS = b"\x00\x00\x06\x04\x00\x00\x00\x00\x00\x00\x03\x00\x00\x00\x64"
 
 pytestmark = pytest.mark.timeout(15)
-script = test_transports.script  # the scripted server fixture
-sync = test_transports.sync  # the transports, closed after each test
-aio = test_transports.aio
+script = scripted_server.script  # the scripted server fixture
+sync = scripted_server.sync  # the transports, closed after each test
+aio = scripted_server.aio
 
 
 @dataclass(frozen=True)

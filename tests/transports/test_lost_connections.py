@@ -24,6 +24,7 @@ import lmclient
 from lmclient._transports.aio import _AsyncConnection
 from lmclient._transports.common import StaleConnection
 from tests.byte_server import FIRST_EVENT, STREAM_HEAD, ByteServer, answer, read_request
+from tests.helpers import retries_logged
 
 pytestmark = pytest.mark.timeout(60)
 HANG = 10.0  # an async call that has not returned by then is reported as hung
@@ -57,10 +58,6 @@ def serve(request: pytest.FixtureRequest) -> Iterator[Callable[[int | None], Byt
         yield start
         for server in servers:
             server.stop()
-
-
-def retries_logged(caplog: pytest.LogCaptureFixture) -> int:
-    return sum(r.getMessage().startswith("retry ") for r in caplog.records)
 
 
 def test_sync_every_connection_closed_on_accept_is_a_connection_error(

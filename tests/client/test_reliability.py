@@ -2,8 +2,8 @@
 in success after a retry or in the documented exception, within a bounded time, and the client
 stays usable (the next 100 calls succeed, no connection is left checked out).
 
-`FAULT_CASES` is also the fault table of docs/reliability.md: ``python -m tests.test_reliability
---write`` regenerates it, and a test checks that they agree.
+`FAULT_CASES` is also the fault table of docs/reliability.md: ``python -m
+tests.client.test_reliability --write`` regenerates it, and a test checks that they agree.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import pytest
 import lmclient
 from lmclient.testing import FakeLLM
 from lmclient.testing._faults import FAULTS
-from tests.test_loopback import checked_out
+from tests.helpers import checked_out
 
 BOUND = 5.0  # seconds: a call with a 1 s deadline must end well within this
 
@@ -271,7 +271,7 @@ def test_redirects_are_not_followed() -> None:
 # -- the table in docs/reliability.md ----------------------------------------------------------
 
 START, END = "<!-- faults:start -->\n", "<!-- faults:end -->"
-PAGE = Path(__file__).resolve().parents[1] / "docs" / "reliability.md"  # the table's page
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "reliability.md"  # the table's page
 
 
 def table() -> str:
@@ -285,7 +285,7 @@ def table() -> str:
 def test_readme_fault_table_is_this_list() -> None:
     text = PAGE.read_text()
     shown = text[text.index(START) + len(START) : text.index(END)].strip()
-    assert shown == table(), "run: python -m tests.test_reliability --write"
+    assert shown == table(), "run: python -m tests.client.test_reliability --write"
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import respx
 import lmclient
 from lmclient._dialects import Endpoint
 from lmclient.testing import FakeLLM
-from tests.conftest import EXAMPLES
+from tests.helpers import EXAMPLES, checked_out, gated_fake
 from tests.kinds import DIALECTS, KINDS, Kind, expected_budget, expected_fields, reply_text
 
 MODEL = "fake-model"
@@ -24,11 +24,6 @@ MODEL = "fake-model"
 def pool_connections(client: lmclient.Client | lmclient.AsyncClient) -> list[Any]:
     """The open connections of the client's own transport, idle and checked out."""
     return client._transport._pool.connections()
-
-
-def checked_out(client: lmclient.Client | lmclient.AsyncClient) -> int:
-    """Connections handed to a request or stream and not yet given back (or closed)."""
-    return len(client._transport._pool.in_use)
 
 
 def _prompt(endpoint: str) -> dict[str, Any]:
@@ -186,22 +181,6 @@ async def test_async_stream_items_over_sockets(fake: FakeLLM, url: str) -> None:
             assert [p async for p in s.items()] == PEOPLE
         assert s.value == PEOPLE
         assert checked_out(client) == 0
-
-
-def gated_fake(value: Any) -> tuple[FakeLLM, threading.Event]:
-    """A fake that streams ``value`` in 8-byte chunks and holds its last chunk until the
-    returned gate is set (a client that never sets it fails the server's wait)."""
-    gate = threading.Event()
-    text = msgspec.json.encode(value).decode()
-    last = len(text) // 8 + 3 - 1  # role chunk, content chunks, finish chunk: the last's index
-
-    def pace(index: int) -> None:
-        if index >= last:
-            assert gate.wait(10), "the client never released the gate"
-
-    fake = FakeLLM(on_chunk=pace)
-    fake.reply(text, chunk_size=8)
-    return fake, gate
 
 
 def test_first_item_arrives_before_the_last_chunk_is_sent() -> None:

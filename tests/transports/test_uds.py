@@ -25,21 +25,14 @@ import respx
 
 import lmclient
 from lmclient.testing import FakeLLM
-from tests.conftest import chat_body
+from tests.helpers import chat_body, retries_logged
 from tests.stacks.app import MODEL, stream_items
+from tests.stacks.helpers import Echo, expected_text
 from tests.stacks.servers import Stack, Stacks
 
 LINUX = pytest.mark.skipif(sys.platform != "linux", reason="sun_path: 108 bytes on Linux")
 TIMEOUT = 20.0
 HANG = 10.0  # an async call that has not returned by then is reported as hung
-
-
-class Echo(msgspec.Struct):
-    """The stacks app's answer: the prompt, a number per connection (no port on a socket)."""
-
-    prompt: str
-    port: int
-    pad: str
 
 
 @pytest.fixture(scope="module")
@@ -67,10 +60,6 @@ def sync_client(uds: str | Path, **options: Any) -> lmclient.Client:
 def async_client(uds: str | Path, **options: Any) -> lmclient.AsyncClient:
     options = {"dialect": "vllm", "max_retries": 0, "timeout": TIMEOUT, **options}
     return lmclient.AsyncClient(model=options.pop("model", MODEL), uds=uds, **options)
-
-
-def expected_text(prompt: str) -> str:
-    return msgspec.json.encode(stream_items(prompt)).decode()
 
 
 # -- a real server on a socket -------------------------------------------------------------------
@@ -165,10 +154,6 @@ def test_path_like_uds(server: Stack) -> None:
 
 
 # -- no server: missing socket, refused connection ---------------------------------------------
-
-
-def retries_logged(caplog: pytest.LogCaptureFixture) -> int:
-    return sum(r.getMessage().startswith("retry ") for r in caplog.records)
 
 
 @pytest.mark.parametrize("state", ["missing", "refused"])

@@ -18,11 +18,6 @@ class Person(msgspec.Struct):
     age: int
 
 
-@pytest.fixture
-def fake() -> FakeLLM:
-    return FakeLLM()
-
-
 def test_reask_sends_the_bad_answer_and_the_reason_back(fake: FakeLLM) -> None:
     fake.reply_sequence(['{"name": "A", "age": "old"}', '{"name": "A", "age": 3}'])
     with fake.serve() as url, lmclient.Client(url, max_reasks=1) as client:

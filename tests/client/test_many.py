@@ -11,7 +11,7 @@ import pytest
 
 import lmclient
 from lmclient.testing import FakeLLM
-from tests.test_loopback import checked_out
+from tests.helpers import checked_out
 
 
 class Person(msgspec.Struct):

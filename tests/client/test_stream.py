@@ -12,8 +12,7 @@ import respx
 
 import lmclient
 from lmclient import _stream_state, errors
-from tests.conftest import EXAMPLES
-from tests.test_core import make_core
+from tests.helpers import EXAMPLES, make_core
 
 BASE = "http://llm.test/v1"
 

@@ -32,7 +32,7 @@ from lmclient._wire.http11 import (
     encode_head,
     encode_request,
 )
-from tests.test_transports import HEADERS, LIMIT, chunked, ok
+from tests.scripted_server import HEADERS, LIMIT, chunked, ok
 
 # -- accepted shapes, and the request side -----------------------------------------------------
 

@@ -1,0 +1,180 @@
+"""What test modules share: recorded bytes' folders, response bodies, a core and a call without
+sockets, the pool's counters, a gated fake, OpenTelemetry's in-memory exporter.
+
+A test module imports its helpers from here (or from the other helper modules beside it:
+`tests.kinds`, `tests.byte_server`, `tests.scripted_server`, ...), never from another test
+module: importing one runs its module-level set-up and pulls its fixtures along, and the two
+modules can then no longer be moved or changed apart (`tests/test_layout.py` holds this).
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import msgspec
+import pytest
+
+import lmclient
+from lmclient import _core
+from lmclient.testing import FakeLLM
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"  # recorded server bytes: see its README
+EXAMPLES = FIXTURES / "examples"
+LLAMACPP_LIVE = FIXTURES / "llamacpp-live"
+
+
+# -- response bodies -------------------------------------------------------------------------
+
+
+def chat_body(
+    content: str | None,
+    *,
+    finish_reason: str | None = "stop",
+    n: int = 1,
+    **message: Any,
+) -> dict[str, Any]:
+    """A vLLM-shaped chat completion body."""
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "choices": [
+            {
+                "index": i,
+                "message": {"role": "assistant", "content": content, **message},
+                "logprobs": None,
+                "finish_reason": finish_reason,
+            }
+            for i in range(n)
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8},
+    }
+
+
+def completion_body(text: str, *, finish_reason: str | None = "stop") -> dict[str, Any]:
+    """A vLLM-shaped text completion body."""
+    return {
+        "id": "cmpl-1",
+        "object": "text_completion",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8},
+    }
+
+
+def reply(endpoint: str, text: str, **kw: Any) -> httpx.Response:
+    """A 200 answer with ``text`` in the endpoint's body shape (for respx routes)."""
+    body = chat_body(text, **kw) if endpoint == "chat" else completion_body(text, **kw)
+    return httpx.Response(200, json=body)
+
+
+# -- the core without sockets ----------------------------------------------------------------
+
+
+def make_core(**kw: Any) -> _core.ClientCore:
+    return _core.ClientCore("http://h/v1", "m", **{"dialect": "vllm", **kw})
+
+
+def body_of(dialect: str, output_type: Any = str, endpoint: Any = "chat", **params: Any) -> Any:
+    """The decoded body of a call, as `dialect` sends it."""
+    core = _core.ClientCore("http://h/v1", "m", dialect=dialect)
+    call = core.prepare("create", "Q", output_type, endpoint, params)
+    assert call.request.body is not None
+    return msgspec.json.decode(call.request.body)
+
+
+def sent(dialect: str, **params: Any) -> dict[str, Any]:
+    """The fields a free-text chat call sends besides model and messages."""
+    body = body_of(dialect, **params)
+    return {k: v for k, v in body.items() if k not in ("model", "messages")}
+
+
+def call(output_type: Any = str, endpoint: Any = "chat", **params: Any) -> _core.Call:
+    return make_core().prepare("create", "Q", output_type, endpoint, params)
+
+
+# -- clients over sockets --------------------------------------------------------------------
+
+
+def checked_out(client: lmclient.Client | lmclient.AsyncClient) -> int:
+    """Connections handed to a request or stream and not yet given back (or closed)."""
+    return len(client._transport._pool.in_use)
+
+
+def retries_logged(caplog: pytest.LogCaptureFixture) -> int:
+    return sum(r.getMessage().startswith("retry ") for r in caplog.records)
+
+
+def gated_fake(value: Any) -> tuple[FakeLLM, threading.Event]:
+    """A fake that streams ``value`` in 8-byte chunks and holds its last chunk until the
+    returned gate is set (a client that never sets it fails the server's wait)."""
+    gate = threading.Event()
+    text = msgspec.json.encode(value).decode()
+    last = len(text) // 8 + 3 - 1  # role chunk, content chunks, finish chunk: the last's index
+
+    def pace(index: int) -> None:
+        if index >= last:
+            assert gate.wait(10), "the client never released the gate"
+
+    fake = FakeLLM(on_chunk=pace)
+    fake.reply(text, chunk_size=8)
+    return fake, gate
+
+
+def script_retry_then_reask(fake: FakeLLM) -> None:
+    """One 503 (retried at once), then an invalid answer (re-asked), then a valid one."""
+    fake.fail(503, retry_after=0)
+    fake.reply_sequence(["ANSWER-TEXT-BAD", "7"])
+
+
+# -- OpenTelemetry's in-memory exporter ------------------------------------------------------
+
+
+@pytest.fixture(scope="module", autouse=True)
+def forget_opentelemetry() -> Iterator[None]:
+    """Imported by a module that traces (so it runs there, after the module): the other
+    modules' clients, whose tracing is automatic, must keep running untraced as in an
+    application without OpenTelemetry."""
+    before = set(sys.modules)
+    yield
+    for name in set(sys.modules) - before:
+        if name.startswith("opentelemetry") or name == "lmclient._otel":
+            del sys.modules[name]
+    vars(lmclient).pop("_otel", None)  # the package's attribute too: a new import is anew
+
+
+@pytest.fixture
+def spans(monkeypatch: pytest.MonkeyPatch) -> InMemorySpanExporter:
+    return traced(monkeypatch)
+
+
+def traced(monkeypatch: pytest.MonkeyPatch) -> InMemorySpanExporter:
+    """lmclient's tracer, on a provider of this test's own (no global state)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from lmclient import _otel
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(_otel, "_tracer", provider.get_tracer("lmclient"))
+    return exporter
+
+
+def only(exporter: InMemorySpanExporter) -> ReadableSpan:
+    finished = exporter.get_finished_spans()
+    assert len(finished) == 1, [s.name for s in finished]
+    return finished[0]
