@@ -26,13 +26,14 @@ import re
 import subprocess
 from typing import Any
 
+import httpx
 import msgspec
 import pytest
 from hypothesis import given, settings
 
 from lmclient._gbnf import compact_grammar
 from lmclient._types import compile_output
-from scripts import vllm
+from scripts import llamacpp, vllm
 from tests.gbnf_match import Grammar
 from tests.keyword_table import GRAMMAR, IGNORED, KEYWORDS
 from tests.test_gbnf import CASES
@@ -238,3 +239,24 @@ for schema, strings in json.load(sys.stdin):
     out.append(row)
 json.dump(out, sys.stdout)
 """
+
+
+def test_the_keyword_table_s_llamacpp_column_is_what_llamacpp_does(
+    llama: llamacpp.LlamaServer,
+) -> None:
+    """docs/output-types.md's table (tests.keyword_table): each keyword's probe schema through
+    the real server's own converter — ``json_schema`` on ``/completion``, whose answer carries
+    the grammar the server made of it (``generation_settings.grammar``) — and the allowed and
+    forbidden strings through that grammar, read as llama.cpp reads GBNF (lmclient.testing's
+    recognizer, which the compact grammars' tests check against xgrammar). The server's
+    grammar adds optional spaces; the probes are compact, so they need none."""
+    found = {}
+    with httpx.Client(base_url=llama.root_url, timeout=120) as client:
+        for row in KEYWORDS:
+            body = {"prompt": "JSON:", "json_schema": row.schema, "n_predict": 1}
+            answer = client.post("/completion", json=body)
+            assert answer.status_code == 200, (row.name, answer.text[:500])
+            grammar = Grammar(answer.json()["generation_settings"]["grammar"])
+            good, bad = grammar.accepts(row.good), grammar.accepts(row.bad)
+            found[row.name] = GRAMMAR if good and not bad else IGNORED if good else "refuses good"
+    assert found == {row.name: row.llamacpp for row in KEYWORDS}
