@@ -5,6 +5,7 @@ real llama.cpp server of `make demo` (issue 16).
     .venv-bench/bin/python benchmarks/e2e.py          # the table on stdout, progress on stderr
     .venv-bench/bin/python benchmarks/e2e.py --quick  # a smoke run: 2 types x 2 prompts
     .venv-bench/bin/python benchmarks/e2e.py --types pet,pets --clients lmclient-compact,openai
+    .venv-bench/bin/python benchmarks/e2e.py --types numbers --docs docs/performance.md
     .venv-bench/bin/python benchmarks/e2e.py --url http://127.0.0.1:8080/v1  # a running server
 
 What a constrained answer costs is the server's decode steps, not the client's CPU: every token
@@ -16,6 +17,10 @@ and counts valid values, completion tokens (the server's `usage`), wall seconds 
 The peers live in their own venv (`.venv-bench`, `pip install -e '.[bench]'`): instructor caps
 `jiter` below what the newest openai SDK needs, so beside the `dev` extras it would downgrade the
 SDK that the tests and `make bench` use. They are imported only when their client is asked for.
+
+`--types` takes task keys or a group of them (`e2e_tasks.GROUPS`: `numbers`, the bounded
+numeric types). A run of some types with `--docs` writes a block of its own, below the full
+run's table, which it leaves as measured; a run of every type replaces that table.
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))  # benchmarks/ is a directory of scripts, not a package
 sys.path.insert(0, str(ROOT))
 
-from e2e_tasks import TASKS, Task  # noqa: E402
+from e2e_tasks import GROUPS, TASKS, Task  # noqa: E402
 
 from scripts import llamacpp  # noqa: E402  (the llama.cpp installer/launcher `make demo` uses)
 
@@ -538,7 +543,7 @@ counts answers with 16 or more whitespace characters in a row. `lmclient-compact
 as a compact GBNF `grammar`, `lmclient-server` as `json_schema` (the server's whitespace); both
 send the `Literal` as a GBNF alternation of the bare words (so they answer alike there). The
 openai SDK sends `response_format` json_schema with the pydantic schema (`model_json_schema()`,
-or `TypeAdapter(T).json_schema()` for the choice, the int range, the pattern and the date) and
+or `TypeAdapter(T).json_schema()` for the choice, the int ranges, the pattern and the date) and
 validates with pydantic; instructor (JSON_SCHEMA mode, `max_retries=0`) wraps non-model types
 itself into `{"content": ...}` (a plain list into `{"tasks": [...]}`; `date`, which it refuses,
 is wrapped the same way here); Outlines' OpenAI model takes a pydantic model or
@@ -555,16 +560,26 @@ def report(results: Results, tasks: Sequence[Task], head: str) -> str:
     )
 
 
-def write_docs(path: Path, body: str) -> None:
-    """Replace the marked block, or append it as the page's last section."""
+def write_docs(path: Path, body: str, subset: str | None = None, title: str = "") -> None:
+    """Replace the marked block, or append it as the page's last section. A run of some types
+    (`subset` names them) has a block of its own, `title` its heading, placed after the full
+    run's block, so a re-run of a few types leaves the other rows as they were measured."""
     text = path.read_text(encoding="utf-8")
-    block = f"{START_MARK}\n{body}\n{END_MARK}"
-    if START_MARK in text and END_MARK in text:
-        start = text.index(START_MARK)
-        end = text.index(END_MARK) + len(END_MARK)
+    start_mark, end_mark = START_MARK, END_MARK
+    if subset is not None:
+        start_mark = START_MARK.replace("bench-e2e:", f"bench-e2e-{subset}:")
+        end_mark = END_MARK.replace("bench-e2e:", f"bench-e2e-{subset}:")
+    block = f"{start_mark}\n{body}\n{end_mark}"
+    if start_mark in text and end_mark in text:
+        start = text.index(start_mark)
+        end = text.index(end_mark) + len(end_mark)
         text = text[:start] + block + text[end:]
+    elif subset is not None and END_MARK in text:
+        end = text.index(END_MARK) + len(END_MARK)
+        text = text[:end] + f"\n\n{title}\n\n{block}" + text[end:]
     else:
-        text = text.rstrip("\n") + f"\n\n{SECTION_TITLE}\n\n{block}\n"
+        heading = SECTION_TITLE if subset is None else f"{SECTION_TITLE}\n\n{title}"
+        text = text.rstrip("\n") + f"\n\n{heading}\n\n{block}\n"
     path.write_text(text, encoding="utf-8")
 
 
@@ -579,10 +594,17 @@ def server(url: str | None) -> Iterator[str]:
         yield started.base_url
 
 
-def pick(option: str | None, known: Sequence[str], default: Sequence[str]) -> list[str]:
+def pick(
+    option: str | None,
+    known: Sequence[str],
+    default: Sequence[str],
+    groups: dict[str, tuple[str, ...]] | None = None,
+) -> list[str]:
     if option is None:
         return list(default)
-    chosen = [name.strip() for name in option.split(",") if name.strip()]
+    groups = groups or {}
+    named = [name.strip() for name in option.split(",") if name.strip()]
+    chosen = list(dict.fromkeys(key for name in named for key in groups.get(name, (name,))))
     unknown = [name for name in chosen if name not in known]
     if unknown:
         raise SystemExit(f"unknown: {', '.join(unknown)}; known: {', '.join(known)}")
@@ -594,7 +616,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--prompts", type=int, default=10, help="prompts per type (max 10)")
-    parser.add_argument("--types", help="comma-separated: " + ",".join(t.key for t in TASKS))
+    parser.add_argument(
+        "--types",
+        help="comma-separated: " + ",".join([*(t.key for t in TASKS), *GROUPS]),
+    )
     parser.add_argument("--clients", help="comma-separated: " + ",".join(CLIENTS))
     parser.add_argument("--quick", action="store_true", help="smoke run: 2 types x 2 prompts")
     parser.add_argument("--url", help="run against this server (…/v1) instead of starting one")
@@ -606,7 +631,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("a --quick run's numbers mean nothing: it does not write --docs")
 
     keys = [t.key for t in TASKS]
-    chosen = pick(args.types, keys, QUICK_TYPES if args.quick else keys)
+    chosen = pick(args.types, keys, QUICK_TYPES if args.quick else keys, GROUPS)
     tasks = [t for t in TASKS if t.key in chosen]
     clients = pick(args.clients, CLIENTS, CLIENTS)
     prompts = min(2 if args.quick else args.prompts, min(len(t.prompts) for t in tasks))
@@ -635,11 +660,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         results = run_all(runners, tasks, prompts, args.record)
     seconds = time.perf_counter() - started
     calls = sum(tally.n_calls for per_type in results.values() for tally in per_type.values())
-    text = report(results, tasks, header(props, where, command, calls, seconds, lmclient_at))
+    head = header(props, where, command, calls, seconds, lmclient_at)
+    subset = None  # a run of every type: the full table
+    if len(tasks) < len(TASKS):
+        subset = args.types if args.types in GROUPS else "-".join(t.key for t in tasks)
+        names = ", ".join(t.label for t in tasks)
+        head = (
+            f"A run of {len(tasks)} of the {len(TASKS)} types alone ({names}); the table "
+            f"above is the full run's, not re-run. {head}"
+        )
+    text = report(results, tasks, head)
     print(text)
     say("e2e: failures by kind:\n" + "\n".join(error_summary(results) or ["  none"]))
     if args.docs:
-        write_docs(args.docs, text)
+        title = f"### Re-run: {', '.join(t.label for t in tasks)}"
+        write_docs(args.docs, text, subset, title)
         say(f"e2e: written into {args.docs}")
     return 0
 

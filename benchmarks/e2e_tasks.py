@@ -8,6 +8,11 @@ pydantic for the peers, with the same bounds on both sides.
 
 `bounded` says whether every string, array and number of the type has a bound, i.e. whether its
 longest valid encoding is finite; the issue's targets treat bounded and unbounded types apart.
+
+`GROUPS` names subsets that `--types` takes as one word: `numbers` is the bounded numeric
+types (floats in a range, inclusive and exclusive, negative and fractional; an int
+`multiple_of`), whose bounds the compact grammar holds and llama.cpp's own schema mode does not
+(issue 28), a few minutes to re-run alone.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from msgspec import Meta
 
 import lmclient
 
-__all__ = ["TASKS", "Task"]
+__all__ = ["GROUPS", "TASKS", "Task"]
 
 
 @dataclass(frozen=True)
@@ -65,9 +70,20 @@ class Book(msgspec.Struct):
     year: Annotated[int, Meta(ge=1000, le=2030)] | None = None
 
 
+class Rating(msgspec.Struct):
+    relevance: Annotated[float, Meta(ge=0, le=1)]
+    confidence: Annotated[float, Meta(ge=0, le=1)]
+
+
+class Reading(msgspec.Struct):
+    city: Annotated[str, Meta(max_length=24)]
+    celsius: Annotated[float, Meta(gt=-60.5, lt=56.7)]
+
+
 Sentiment = Literal["positive", "negative", "neutral"]
 Count = Annotated[int, Meta(ge=0, le=100)]
 FLIGHT = r"[A-Z]{2}[0-9]{3,4}"
+Fives = Annotated[int, Meta(multiple_of=5, ge=0, le=1000)]
 
 
 # -- the peers' side (pydantic, the same constraints) ----------------------------------------
@@ -94,6 +110,16 @@ class BookModel(pydantic.BaseModel):
     title: Annotated[str, pydantic.Field(max_length=40)]
     author: Annotated[str, pydantic.Field(max_length=30)] | None = None
     year: Annotated[int, pydantic.Field(ge=1000, le=2030)] | None = None
+
+
+class RatingModel(pydantic.BaseModel):
+    relevance: Annotated[float, pydantic.Field(ge=0, le=1)]
+    confidence: Annotated[float, pydantic.Field(ge=0, le=1)]
+
+
+class ReadingModel(pydantic.BaseModel):
+    city: Annotated[str, pydantic.Field(max_length=24)]
+    celsius: Annotated[float, pydantic.Field(gt=-60.5, lt=56.7)]
 
 
 # -- prompts -----------------------------------------------------------------------------------
@@ -202,6 +228,55 @@ _DATE_PROMPTS = (
     "On which date did the Titanic sink?",
 )
 
+_RATING_PROMPTS = (
+    "How relevant is the document 'Care of tomato plants' to the query 'growing tomatoes'? "
+    "Give a relevance score and your confidence, both between 0 and 1, as JSON.",
+    "Rate how relevant 'A history of the Roman Empire' is to the query 'pasta recipes', "
+    "with your confidence, as JSON.",
+    "Score the relevance of the page 'Python list comprehensions' to the question 'how do I "
+    "filter a list in Python?', and how sure you are, as JSON.",
+    "How well does the answer 'Paris' fit the question 'What is the capital of France?' Give "
+    "relevance and confidence as JSON.",
+    "Relevance of 'Train timetable, Lyon to Marseille' to 'cheap flights to Japan', with "
+    "confidence, as JSON.",
+    "Rate the relevance of a review of running shoes to the query 'best marathon shoes', and "
+    "your confidence, as JSON.",
+    "How relevant is 'Symptoms of the common cold' to 'why do I have a runny nose'? Score it, "
+    "with your confidence, as JSON.",
+    "Score 'The rules of chess' against the query 'how does the knight move', with confidence, "
+    "as JSON.",
+    "Relevance of 'Banana bread recipe' to 'how to fix a flat bicycle tyre', and your "
+    "confidence, as JSON.",
+    "How relevant is a weather forecast for Oslo to 'will it snow in Norway tomorrow'? Give a "
+    "score and your confidence, as JSON.",
+)
+
+_READING_PROMPTS = (
+    "What is a typical winter temperature in Oslo, in degrees Celsius? Answer as JSON.",
+    "Give the temperature of a hot summer afternoon in Seville, as JSON.",
+    "What temperature might it be in Yakutsk in January? Answer as JSON.",
+    "Record a mild spring day in London, as JSON.",
+    "What is the temperature on a cold night in Chicago in February? Answer as JSON.",
+    "Give a typical July temperature in Dubai, as JSON.",
+    "Record the temperature of a rainy autumn day in Dublin, as JSON.",
+    "How cold does it get in Ulaanbaatar in winter? Answer as JSON.",
+    "Give the temperature of a pleasant evening in Lisbon, as JSON.",
+    "Record the temperature at the South Pole research station in winter, as JSON.",
+)
+
+_FIVES_PROMPTS = (
+    "A coffee costs 3 euros and a cake 4. What do they cost together, rounded to a multiple of 5?",
+    "How many minutes is a football match, rounded to a multiple of 5?",
+    "Round 123 to the nearest multiple of 5.",
+    "How many days are in a year, rounded to a multiple of 5?",
+    "A train journey takes 2 hours and 12 minutes. How many minutes is that, to the nearest 5?",
+    "How many grams of flour for a loaf of bread? Give a multiple of 5.",
+    "What is 17 times 3, rounded to a multiple of 5?",
+    "How many keys does a piano have, rounded to a multiple of 5?",
+    "How tall is a tall person in centimetres, as a multiple of 5?",
+    "How many minutes does it take to boil an egg, rounded to a multiple of 5?",
+)
+
 
 TASKS: tuple[Task, ...] = (
     Task("pet", "`Pet`", Pet, PetModel, True, _PET_PROMPTS),
@@ -234,4 +309,30 @@ TASKS: tuple[Task, ...] = (
     ),
     Task("optional", "`Book`, optional fields", Book, BookModel, True, _BOOK_PROMPTS),
     Task("date", "`datetime.date`", datetime.date, datetime.date, True, _DATE_PROMPTS),
+    Task(
+        "scores",
+        "`Rating`, 2 floats in [0, 1]",
+        Rating,
+        RatingModel,
+        True,
+        _RATING_PROMPTS,
+    ),
+    Task(
+        "celsius",
+        "`Reading`, float in (-60.5, 56.7)",
+        Reading,
+        ReadingModel,
+        True,
+        _READING_PROMPTS,
+    ),
+    Task(
+        "fives",
+        "`int`, multiple of 5 in 0..1000",
+        Fives,
+        Annotated[int, pydantic.Field(multiple_of=5, ge=0, le=1000)],
+        True,
+        _FIVES_PROMPTS,
+    ),
 )
+
+GROUPS: dict[str, tuple[str, ...]] = {"numbers": ("scores", "celsius", "fives")}

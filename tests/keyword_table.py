@@ -9,8 +9,9 @@ keyword forbids. Who holds the keyword while decoding:
 - xgrammar (vLLM's and SGLang's schema mode): declared here and checked against xgrammar's
   ``Grammar.from_json_schema`` by `tests/e2e/test_compact_strictness.py`;
 - llama.cpp: declared from its converter's source (``common/json-schema.cpp`` reads the
-  keywords, ``common/json-schema-to-grammar.cpp`` writes the grammar), which the project does
-  not run as a library.
+  keywords, ``common/json-schema-to-grammar.cpp`` writes the grammar) and checked against the
+  real server's converter by `tests/e2e/test_compact_strictness.py` (the grammar the server
+  makes of each probe's schema, which ``/completion`` returns, given both strings).
 
 The last column: client-side validation checks every keyword here, msgspec for typed outputs
 and `lmclient.JsonSchema`'s validator otherwise, but ``format``, which only typed outputs

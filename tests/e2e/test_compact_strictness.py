@@ -12,9 +12,18 @@ date/uuid spoiled).
 The test fails on a *weaker* string — the compact grammar accepts it, the schema grammar
 rejects it, and msgspec rejects it too: a value the server's schema mode would have stopped —
 and on a *blocked* one — msgspec's own encoding of a valid value the compact grammar rejects.
-(The schema grammar itself blocks some valid encodings — xgrammar's bounded ``number`` has no
-exponent and at most six fraction digits, so ``1e-7`` in ``[0, 1]`` — which the compact
-grammar need not copy: those are counted, not failed.)
+
+The third case — the schema grammar itself rejects a string msgspec accepts, as msgspec
+encodes it — is counted and reported (printed with the number of strings judged), not failed.
+xgrammar's bounded ``number`` has no exponent and at most six fraction digits, so it refuses
+``1e-7`` in ``[0, 1]``, a value msgspec writes just so and validates. The compact grammar
+accepting it does not make it weaker: "weaker" is about constraints — a string the type
+forbids that gets through where the server would have stopped it — and every string counted
+here is one the type allows. Refusing those too would be the other failure: a grammar that
+blocks msgspec's own encoding of a valid value (the model is then pushed to another value, or
+to no end at all). So on the strings the type forbids, the compact grammar refuses at least
+what the schema grammar refuses; on the strings it allows, it follows msgspec, not the
+server's narrower number syntax.
 """
 
 from __future__ import annotations
@@ -26,13 +35,14 @@ import re
 import subprocess
 from typing import Any
 
+import httpx
 import msgspec
 import pytest
 from hypothesis import given, settings
 
 from lmclient._output.gbnf import compact_grammar
 from lmclient._output.types import compile_output
-from scripts import vllm
+from scripts import llamacpp, vllm
 from tests.gbnf_cases import CASES
 from tests.gbnf_match import Grammar
 from tests.keyword_table import GRAMMAR, IGNORED, KEYWORDS
@@ -173,7 +183,8 @@ def test_the_compact_grammar_is_never_weaker_than_the_server_s_schema_mode(
     )
     assert done.returncode == 0, done.stderr[-3000:]
     weaker, blocked, refused = [], [], []
-    server_blocks = judged = 0
+    server_blocks: list[tuple[str, str]] = []
+    judged = 0
     for (name, text, _, strings), (compact, server, error) in zip(
         batch, json.loads(done.stdout), strict=True
     ):
@@ -189,13 +200,18 @@ def test_the_compact_grammar_is_never_weaker_than_the_server_s_schema_mode(
             theirs = server[strings.index(s)]
             if ours and not theirs and not valid:
                 weaker.append((name, s))
-            server_blocks += canonical and not theirs
+            if canonical and not theirs:
+                server_blocks.append((name, s))
         if error is not None:
             refused.append((name, error))
     assert not weaker, weaker[:20]
     assert not blocked, blocked[:20]
     assert judged > 2000, judged
-    print(f"judged {judged}; the schema grammar blocked {server_blocks} valid encodings")
+    print(
+        f"judged {judged}; the schema grammar blocked {len(server_blocks)} valid encodings "
+        f"(the compact grammar takes them: valid values, not a weaker bound), e.g.",
+        server_blocks[:5],
+    )
     print("schemas xgrammar refuses:", refused)
 
 
@@ -239,3 +255,24 @@ for schema, strings in json.load(sys.stdin):
     out.append(row)
 json.dump(out, sys.stdout)
 """
+
+
+def test_the_keyword_table_s_llamacpp_column_is_what_llamacpp_does(
+    llama: llamacpp.LlamaServer,
+) -> None:
+    """docs/output-types.md's table (tests.keyword_table): each keyword's probe schema through
+    the real server's own converter — ``json_schema`` on ``/completion``, whose answer carries
+    the grammar the server made of it (``generation_settings.grammar``) — and the allowed and
+    forbidden strings through that grammar, read as llama.cpp reads GBNF (lmclient.testing's
+    recognizer, which the compact grammars' tests check against xgrammar). The server's
+    grammar adds optional spaces; the probes are compact, so they need none."""
+    found = {}
+    with httpx.Client(base_url=llama.root_url, timeout=120) as client:
+        for row in KEYWORDS:
+            body = {"prompt": "JSON:", "json_schema": row.schema, "n_predict": 1}
+            answer = client.post("/completion", json=body)
+            assert answer.status_code == 200, (row.name, answer.text[:500])
+            grammar = Grammar(answer.json()["generation_settings"]["grammar"])
+            good, bad = grammar.accepts(row.good), grammar.accepts(row.bad)
+            found[row.name] = GRAMMAR if good and not bad else IGNORED if good else "refuses good"
+    assert found == {row.name: row.llamacpp for row in KEYWORDS}
