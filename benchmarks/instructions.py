@@ -27,11 +27,26 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-SCENARIOS = ("raw", "sync", "rawasync", "async", "rawstream", "stream")
+# ``real*``: the call users make (a system and a user message, temperature, max_tokens, a Struct);
+# the others: the narrow call (a str prompt, no parameters), and the stream.
+SCENARIOS = (
+    "realraw",
+    "realsync",
+    "realrawasync",
+    "realasync",
+    "raw",
+    "sync",
+    "rawasync",
+    "async",
+    "rawstream",
+    "stream",
+)
 # How many calls each count runs (N1, then N2): a stream of 256 chunks is ~100 small calls.
 COUNTS = {
     "rawasync": (1000, 3000),
     "async": (1000, 3000),
+    "realrawasync": (1000, 3000),
+    "realasync": (1000, 3000),
     "rawstream": (10, 30),
     "stream": (10, 30),
 }
@@ -48,6 +63,12 @@ def _sync_call(which: str, port: int) -> Callable[[], Any]:
     if which == "sync":
         client = lmclient.Client(f"http://127.0.0.1:{port}/small/v1", model=s.MODEL, dialect="vllm")
         return lambda: client.generate(s.PROMPT, s.Person)
+    if which == "realraw":
+        raw = s.RawClient(port, "/small/v1/chat/completions")
+        return lambda: s._person_from_completion(raw.fetch(s.realistic_body(s.PERSON_FIELDS)))
+    if which == "realsync":
+        client = lmclient.Client(f"http://127.0.0.1:{port}/small/v1", model=s.MODEL, dialect="vllm")
+        return lambda: client.generate(s.realistic_messages(), s.Person, **s.SAMPLING)
     if which == "rawstream":
         raw = s.RawClient(port, "/sse256/v1/chat/completions")
         body = s.RECORDS_FIELDS
@@ -59,6 +80,14 @@ def _sync_call(which: str, port: int) -> Callable[[], Any]:
             return opened.value
 
     return stream
+
+
+_ASYNC_NAMES = {
+    "rawasync": "raw asyncio.Protocol + msgspec (floor)",
+    "async": "lmclient AsyncClient.generate",
+    "realrawasync": "raw asyncio.Protocol + msgspec, realistic (floor)",
+    "realasync": "lmclient AsyncClient.generate, realistic",
+}
 
 
 def measure(scenarios: list[str], port: int) -> None:
@@ -73,9 +102,9 @@ def measure(scenarios: list[str], port: int) -> None:
     control("-i", "on")
     loop = asyncio.new_event_loop()
     for which in scenarios:
-        if which in ("rawasync", "async"):
-            found = {x.name.split()[0]: x for x in s.throughput_scenarios(port, 64)}
-            acall = found["raw" if which == "rawasync" else "lmclient"].acall
+        if which in ("rawasync", "async", "realrawasync", "realasync"):
+            found = {x.name: x for x in s.throughput_scenarios(port, 64)}
+            acall = found[_ASYNC_NAMES[which]].acall
             assert acall is not None
 
             async def blast(total: int, acall: Any = acall) -> None:

@@ -27,6 +27,10 @@ from lmclient import _core
 
 PROMPT = "Invent a person."
 MODEL = "bench-model"
+# The call users make: a system and a user message, sampling parameters, a Struct (`realistic`).
+SYSTEM = "You write test data. Answer with JSON only."
+MESSAGES = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": PROMPT}]
+SAMPLING = {"temperature": 0.2, "max_tokens": 256}
 
 
 # -- the output types, as each library wants them ---------------------------------------------
@@ -130,6 +134,23 @@ def request_body(fields: dict[str, Any], prompt: str = PROMPT, *, stream: bool =
         body["stream_options"] = {"include_usage": True}
     body.update(fields)
     return _encode(body)
+
+
+def realistic_body(fields: dict[str, Any], prompt: str = PROMPT) -> bytes:
+    """`request_body` for the realistic call: a system and a user message and the sampling
+    parameters, as lmclient sends them (the messages list is built anew, as a caller's is)."""
+    body: dict[str, Any] = {
+        "model": MODEL,
+        "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}],
+        **SAMPLING,
+    }
+    body.update(fields)
+    return _encode(body)
+
+
+def realistic_messages(prompt: str = PROMPT) -> list[dict[str, str]]:
+    """The realistic call's prompt, built per call as a caller builds it."""
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
 
 
 @dataclass
@@ -368,6 +389,9 @@ def small_call_scenarios(port: int, uds: str | None = None) -> list[Scenario]:
     def raw_floor() -> Person:
         return _person_from_completion(raw.fetch(request_body(PERSON_FIELDS)))
 
+    def raw_realistic() -> Person:
+        return _person_from_completion(raw.fetch(realistic_body(PERSON_FIELDS)))
+
     hx = httpx.Client()
 
     def httpx_client() -> Person:
@@ -415,6 +439,9 @@ def small_call_scenarios(port: int, uds: str | None = None) -> list[Scenario]:
     def lmclient_sync() -> Person:
         return lm.generate(PROMPT, Person)
 
+    def lmclient_realistic() -> Person:
+        return lm.generate(realistic_messages(), Person, **SAMPLING)
+
     alm = lmclient.AsyncClient(base, model=MODEL, dialect="vllm")
 
     async def lmclient_async() -> Person:
@@ -426,6 +453,8 @@ def small_call_scenarios(port: int, uds: str | None = None) -> list[Scenario]:
         return _person_from_completion(await aio.post(request_body(PERSON_FIELDS)))
 
     scenarios = [
+        Scenario("raw socket + msgspec, realistic (floor)", raw_realistic),
+        Scenario("lmclient Client.generate, realistic", lmclient_realistic),
         Scenario("raw socket + msgspec (floor)", raw_floor, close=raw.close),
         Scenario("httpx.Client.post + msgspec", httpx_client, close=hx.close),
         Scenario("httpx transport direct + msgspec", httpx_transport, close=transport.close),
@@ -552,10 +581,16 @@ def throughput_scenarios(port: int, concurrency: int) -> list[Scenario]:
     async def raw_async() -> Person:
         return _person_from_completion(await raw.fetch(request_body(PERSON_FIELDS)))
 
+    async def raw_async_realistic() -> Person:
+        return _person_from_completion(await raw.fetch(realistic_body(PERSON_FIELDS)))
+
     alm = lmclient.AsyncClient(base, model=MODEL, dialect="vllm")
 
     async def lmclient_async() -> Person:
         return await alm.generate(PROMPT, Person)
+
+    async def lmclient_async_realistic() -> Person:
+        return await alm.generate(realistic_messages(), Person, **SAMPLING)
 
     aio = AiohttpClient(url, limit=concurrency)
 
@@ -582,6 +617,8 @@ def throughput_scenarios(port: int, concurrency: int) -> list[Scenario]:
         return _person_from_completion(response.content)
 
     return [
+        Scenario("raw asyncio.Protocol + msgspec, realistic (floor)", acall=raw_async_realistic),
+        Scenario("lmclient AsyncClient.generate, realistic", acall=lmclient_async_realistic),
         Scenario("raw asyncio.Protocol + msgspec (floor)", acall=raw_async, close=raw.close),
         Scenario("httpx.AsyncClient (defaults) + msgspec", acall=httpx_async, close=ahx.aclose),
         Scenario("openai.AsyncOpenAI + pydantic", acall=openai_async, close=aoai.close),
