@@ -173,6 +173,24 @@ def test_the_import_check_sees_a_failure() -> None:
     assert out.stdout.startswith("lmclient.no_such_module ModuleNotFoundError")
 
 
+# What a sub-package's modules may import from lmclient (docs/architecture.md, "The layout"):
+# the output-type compiler and the wire decoders sit below everything else.
+ALLOWED = {
+    "lmclient._output": ("lmclient._output", "lmclient.errors", "lmclient._log"),
+    "lmclient._wire": ("lmclient._wire", "lmclient._output", "lmclient.errors"),
+}
+
+
+def test_the_lower_packages_import_only_below_them() -> None:
+    wrong = {
+        name: sorted(m for m in deps if not m.startswith(ALLOWED[package]))
+        for package in ALLOWED
+        for name, deps in graph().items()
+        if name == package or name.startswith(package + ".")
+    }
+    assert not {name: deps for name, deps in wrong.items() if deps}
+
+
 def test_the_check_finds_cycles() -> None:
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
