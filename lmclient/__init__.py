@@ -41,8 +41,7 @@ if TYPE_CHECKING:
     from ._client import Client
     from ._dialects import ServerInfo
     from ._embeddings import Embeddings
-    from ._headers import Headers
-    from ._hooks import (
+    from ._events import (
         CallFailed,
         CallFinished,
         Hook,
@@ -53,6 +52,7 @@ if TYPE_CHECKING:
         Retrying,
         StreamFinished,
     )
+    from ._headers import Headers
     from ._output.markers import Choice, Grammar, JsonSchema, Regex
     from ._params import CallParams, CreateParams, FileParams
     from ._progress import Progress
@@ -77,15 +77,15 @@ _LAZY = {
     "ServerInfo": "_dialects",
     "Embeddings": "_embeddings",
     "Headers": "_headers",
-    "CallFailed": "_hooks",
-    "CallFinished": "_hooks",
-    "Hook": "_hooks",
-    "HookEvent": "_hooks",
-    "Reasking": "_hooks",
-    "RequestSent": "_hooks",
-    "ResponseHead": "_hooks",
-    "Retrying": "_hooks",
-    "StreamFinished": "_hooks",
+    "CallFailed": "_events",
+    "CallFinished": "_events",
+    "Hook": "_events",
+    "HookEvent": "_events",
+    "Reasking": "_events",
+    "RequestSent": "_events",
+    "ResponseHead": "_events",
+    "Retrying": "_events",
+    "StreamFinished": "_events",
     "CallParams": "_params",
     "CreateParams": "_params",
     "FileParams": "_params",

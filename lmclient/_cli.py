@@ -21,6 +21,8 @@ import sys
 from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any
 
+from ._cli_shared import EXIT_FAILED, EXIT_OK, UsageError, make_client, print_json
+
 if TYPE_CHECKING:
     from ._client import Client
     from ._dialects import Endpoint
@@ -28,7 +30,6 @@ if TYPE_CHECKING:
 
 __all__ = ["main"]
 
-EXIT_OK, EXIT_FAILED = 0, 1  # usage errors exit 2, from argparse
 EXIT_INTERRUPTED = 130  # the shell's convention for Ctrl-C (128 + SIGINT)
 
 # The names `--dialect` accepts; a test keeps them equal to ("auto", *lmclient.DIALECTS), so that
@@ -47,11 +48,6 @@ DIALECT_NAMES = (
     "openai",
 )
 _TYPES = ("int", "float", "bool", "json")
-
-
-class UsageError(Exception):
-    """Bad input found after parsing (a file that cannot be read, a schema that is not JSON...):
-    reported like an argparse error, with exit status 2."""
 
 
 # -- the parser ------------------------------------------------------------------------------
@@ -455,42 +451,11 @@ def _add_whitespace(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -
     )
 
 
-def make_client(args: argparse.Namespace, model: str | None, dialect: str) -> Client:
-    from ._client import Client
-
-    url = server_url(args.url, args.uds)
-    if getattr(args, "whitespace", None) == "server":  # --whitespace: on the generating commands
-        return Client(
-            url, model, api_key=args.api_key, dialect=dialect, whitespace="server", uds=args.uds
-        )
-    return Client(url, model, api_key=args.api_key, dialect=dialect, uds=args.uds)
-
-
-def server_url(given: str | None, uds: str | None = None) -> str:
-    """The base URL: the one given, else with ``--uds`` the socket's default, else the
-    environment's (as `Client` decides)."""
-    from ._config import UDS_BASE_URL
-    from ._params import env_base_url
-
-    url = (given or UDS_BASE_URL) if uds is not None else env_base_url(given)
-    if not url:
-        raise UsageError("no server URL: give one on the command line, or set LMCLIENT_BASE_URL")
-    return url
-
-
 def _print_value(value: Any, as_text: bool) -> None:
     if as_text:
         print(value)
     else:
         print_json(value)
-
-
-def print_json(value: Any, file: IO[str] | None = None) -> None:
-    import msgspec
-
-    out = sys.stdout if file is None else file
-    out.write(msgspec.json.encode(value).decode() + "\n")
-    out.flush()
 
 
 # -- batch -----------------------------------------------------------------------------------

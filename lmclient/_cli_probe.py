@@ -11,7 +11,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from . import errors
-from ._cli import EXIT_FAILED, EXIT_OK, UsageError, make_client, print_json, server_url
+from ._cli_shared import EXIT_FAILED, EXIT_OK, UsageError, make_client, print_json, server_url
 
 if TYPE_CHECKING:
     from ._client import Client

@@ -21,15 +21,22 @@ import itertools
 import logging
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
 from . import errors
-from ._headers import Headers
+from ._events import (
+    CallFailed,
+    CallFinished,
+    Hook,
+    HookEvent,
+    Reasking,
+    RequestSent,
+    ResponseHead,
+    Retrying,
+    StreamFinished,
+)
 from ._log import log
-from ._wire.protocol import Usage
 from .errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -56,114 +63,6 @@ __all__ = [
 _MODULES = sys.modules
 _TRACED = "opentelemetry.trace"  # in sys.modules once the application has imported OpenTelemetry
 _call_ids = itertools.count(1)  # process-wide: ids stay unique across clients (atomic in CPython)
-
-
-class _CallEvent(msgspec.Struct, frozen=True, kw_only=True):
-    """What every event carries: which call (``call_id``, unique in the process), its endpoint
-    (``"chat"`` or ``"completions"``), its model, and the attempt (1 for the first request;
-    each retry and re-ask is a new attempt; 0 on a `CallFailed` before any request)."""
-
-    call_id: int
-    endpoint: str
-    model: str | None
-    attempt: int
-
-
-class RequestSent(_CallEvent, frozen=True, kw_only=True):
-    """A request is about to be written (each attempt). ``body``: the request body, with
-    ``hook_content=True`` only."""
-
-    stream: bool
-    body: bytes | None = None
-
-
-class ResponseHead(_CallEvent, frozen=True, kw_only=True):
-    """A response arrived: its status, the seconds since its request was sent, the server's
-    ``x-request-id`` header if any, and ``headers``, all of them (case-insensitive, read-only:
-    rate limits, what a gateway adds). A stream reports it once its head is read; other calls
-    once the whole response is (lmclient's transport reads it in one go)."""
-
-    status: int
-    elapsed: float
-    request_id: str | None = None
-    # the transport's dict (lower-case names), wrapped by `headers` when a hook reads them
-    _headers: Mapping[str, str] | None = msgspec.field(default=None, name="headers")
-
-    @property
-    def headers(self) -> Headers:
-        return Headers.of(self._headers)
-
-
-class Retrying(_CallEvent, frozen=True, kw_only=True):
-    """The attempt failed and will be retried after ``delay`` seconds: the error's type name
-    and its HTTP status, if it was an error response."""
-
-    delay: float
-    error: str
-    status: int | None = None
-
-
-class Reasking(_CallEvent, frozen=True, kw_only=True):
-    """The answer did not validate and is sent back for correction: re-ask ``number`` (1 for
-    the first), the validation ``detail``, and with ``hook_content=True`` the invalid ``text``."""
-
-    number: int
-    detail: str
-    text: str | None = None
-
-
-class CallFailed(_CallEvent, frozen=True, kw_only=True):
-    """The call raised: the exception's type name, its HTTP status if it was an error response,
-    the seconds since the call started, and the usage of the answers it received (an invalid
-    or truncated answer's, re-asked ones included: what the failed call still cost)."""
-
-    error: str
-    status: int | None = None
-    elapsed: float
-    total_usage: Usage | None = None
-
-
-class CallFinished(_CallEvent, frozen=True, kw_only=True):
-    """The call returned a validated `Response`: its usage (the last answer's) and total usage
-    (every answer's, the re-asked ones too: what the call cost), finish reasons, model and id
-    as the server said them, the retries and re-asks it took, the seconds since it started;
-    with ``hook_content=True``, every choice's text."""
-
-    usage: Usage | None
-    total_usage: Usage | None
-    finish_reasons: tuple[str | None, ...]
-    response_model: str | None
-    response_id: str | None
-    retries: int
-    reasks: int
-    elapsed: float
-    texts: tuple[str, ...] | None = None
-
-
-class StreamFinished(_CallEvent, frozen=True, kw_only=True):
-    """A stream ended without an error: ``ended`` if it was read to its end and its value
-    validated, false if it was closed (or its task cancelled) before; then the usage and
-    finish reason are what had arrived. ``events``: the SSE data events received; with
-    ``hook_content=True``, the text received."""
-
-    ended: bool
-    usage: Usage | None
-    finish_reasons: tuple[str | None, ...]
-    response_model: str | None
-    response_id: str | None
-    retries: int
-    events: int
-    elapsed: float
-    text: str | None = None
-
-
-HookEvent = (
-    RequestSent | ResponseHead | Retrying | Reasking | CallFailed | CallFinished | StreamFinished
-)
-"""Every event a hook is called with."""
-
-Hook = Callable[[HookEvent], object]
-"""A hook: called with each event, in the thread (or on the event loop) of the call."""
 
 
 class Observer:

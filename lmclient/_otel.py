@@ -28,11 +28,11 @@ from opentelemetry.trace import Span, SpanKind, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from .__version__ import __version__
-from ._hooks import CallFailed, CallFinished, Reasking, Retrying, StreamFinished
+from ._events import CallFailed, CallFinished, Reasking, Retrying, StreamFinished
 
 if TYPE_CHECKING:
     from ._core import ClientCore
-    from ._hooks import HookEvent
+    from ._events import HookEvent
     from ._wire.protocol import Usage
 
 __all__ = ["CallSpan", "current_traceparent"]

@@ -1,13 +1,17 @@
-"""lmclient's modules import each other without a cycle, and ``import lmclient`` stays cheap.
+"""lmclient's modules import each other without a cycle, each imports alone, and ``import
+lmclient`` stays cheap.
 
-The graph is read from the source: every module-level import of an lmclient module (imports
-under ``if TYPE_CHECKING:`` and inside functions are not run at import time, so they cannot
-close a cycle). ``from . import errors`` depends on ``lmclient.errors``, not on the package."""
+The graph is read from the source: every import of an lmclient module that can run — at module
+level and inside functions (a function's import runs on its first call, and a loop through it
+is a loop all the same: the module on the other side sees this one half made, or the two can
+only be understood together) — but not under ``if TYPE_CHECKING:``, which never runs.
+``from . import errors`` depends on ``lmclient.errors``, not on the package."""
 
 from __future__ import annotations
 
 import ast
 import importlib.metadata
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -25,10 +29,15 @@ def module_name(path: Path) -> str:
 
 
 def imported(path: Path, name: str, modules: set[str]) -> set[str]:
-    """The lmclient modules that ``path`` imports when it is imported."""
+    """The lmclient modules that ``path`` imports when it runs (type-checking imports aside)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out: set[str] = set()
-    for node in ast.parse(path.read_text()).body:  # module level only
+    pending: list[ast.AST] = [ast.parse(path.read_text())]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.If) and _type_checking(node.test):
+            pending.extend(node.orelse)  # the body never runs
+            continue
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names if a.name in modules)
         elif isinstance(node, ast.ImportFrom):
@@ -39,7 +48,14 @@ def imported(path: Path, name: str, modules: set[str]) -> set[str]:
             for alias in node.names:
                 candidate = f"{base}.{alias.name}"
                 out.add(candidate if candidate in modules else base)
+        pending.extend(ast.iter_child_nodes(node))
     return {m for m in out if m in modules and m != name}
+
+
+def _type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def graph() -> dict[str, set[str]]:
@@ -74,7 +90,105 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
 def test_no_import_cycle() -> None:
     edges = graph()
     assert edges["lmclient._transports.sync"] >= {"lmclient._transports.common", "lmclient._core"}
+    assert "lmclient._otel" in edges["lmclient._hooks"]  # a function's import counts
+    assert "lmclient._cli_probe" in edges["lmclient._cli"]
+    assert "lmclient._core" not in edges["lmclient._hooks"]  # a TYPE_CHECKING one does not
     assert find_cycle(edges) is None
+
+
+def test_the_graph_reads_function_imports_and_skips_type_checking(tmp_path: Path) -> None:
+    path = tmp_path / "m.py"
+    path.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "import typing\n"
+        "from . import a\n"
+        "if TYPE_CHECKING:\n"
+        "    from . import b\n"
+        "if typing.TYPE_CHECKING:\n"
+        "    from .c import C\n"
+        "else:\n"
+        "    from .d import D\n"
+        "def f():\n"
+        "    from .e import E\n"
+    )
+    modules = {f"p.{n}" for n in "abcde"}
+    assert imported(path, "p.m", modules) == {"p.a", "p.d", "p.e"}
+
+
+# Optional dependencies: a module that needs one imports when it is installed (the dev venv has
+# them all), else fails saying which is missing.
+OPTIONAL = {"lmclient.ray": "ray", "lmclient._otel": "opentelemetry"}
+
+# One fresh interpreter imports the third-party modules lmclient's modules use (only to pay for
+# them once: they import nothing of lmclient), then forks a child per lmclient module, in which
+# that module is the first lmclient module imported.
+_EACH_ALONE = """
+import importlib, os, sys
+for dependency in ("asyncio", "httpx", "msgspec", "opentelemetry.trace"):
+    try:
+        importlib.import_module(dependency)
+    except ImportError:
+        pass
+assert not [m for m in sys.modules if m.partition(".")[0] == "lmclient"]
+for name in sys.argv[1:]:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            importlib.import_module(name)
+        except BaseException as exc:
+            print(name, type(exc).__name__, exc, flush=True)
+            os._exit(1)
+        os._exit(0)
+    os.waitpid(pid, 0)
+"""
+
+
+def test_each_module_imports_alone() -> None:
+    """Each module imported first: an import loop (module A needs a name of B while B is still
+    importing A) fails here whichever module comes first, where the suite, importing in one
+    order, would not see it."""
+    names = sorted(set(graph()) - {"lmclient.__main__"})  # `python -m lmclient`: runs the command
+    out = subprocess.run(
+        [sys.executable, "-c", _EACH_ALONE, *names],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    failed = dict(line.split(" ", 1) for line in out.stdout.splitlines())
+    for name, dependency in OPTIONAL.items():
+        if importlib.util.find_spec(dependency) is None:
+            assert f"No module named '{dependency}" in failed.pop(name, ""), name
+    assert not failed, failed
+
+
+def test_the_import_check_sees_a_failure() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", _EACH_ALONE, "lmclient.errors", "lmclient.no_such_module"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert out.stdout.startswith("lmclient.no_such_module ModuleNotFoundError")
+
+
+# What a sub-package's modules may import from lmclient (docs/architecture.md, "The layout"):
+# the output-type compiler and the wire decoders sit below everything else.
+ALLOWED = {
+    "lmclient._output": ("lmclient._output", "lmclient.errors", "lmclient._log"),
+    "lmclient._wire": ("lmclient._wire", "lmclient._output", "lmclient.errors"),
+}
+
+
+def test_the_lower_packages_import_only_below_them() -> None:
+    wrong = {
+        name: sorted(m for m in deps if not m.startswith(ALLOWED[package]))
+        for package in ALLOWED
+        for name, deps in graph().items()
+        if name == package or name.startswith(package + ".")
+    }
+    assert not {name: deps for name, deps in wrong.items() if deps}
 
 
 def test_the_check_finds_cycles() -> None:

@@ -353,7 +353,7 @@ def _schema_fields(marker: JsonSchema) -> Fields:
 
 def _schema_field_check(check: Callable[[Any], None]) -> Callable[[Any], str | None]:
     """A compiled subschema as a function returning the failure's message, or None."""
-    from lmclient._output.jsonschema import _format_path, _Invalid
+    from lmclient._output.jsonschema_checks import _format_path, _Invalid
 
     def run(value: Any) -> str | None:
         try:

@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import math
 import os
-import random
-import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
@@ -23,17 +20,13 @@ import msgspec
 
 from lmclient._servers import SERVERS
 
+from ._answers import answer_for, bad_request, check_body, encode, first_set, usage_for
 from ._constraints import Constraint, served_constraint
 from ._embeddings import embeddings_response, tokenize_response
 from ._errors import ConstraintError, UnsatisfiableError
-from ._faults import MARK, Fault, FaultKind, shape, status_body
-from ._grammar import grammar_literals, grammar_sentence
-from ._reasoning import shaped
-from ._recording import Endpoint, RecordedRequest, message_text
-from ._regex_gen import regex_instance
-from ._schema_instance import schema_instance
+from ._faults import MARK, Fault, FaultKind, seconds_text, shape, status_body
+from ._recording import Endpoint, RecordedRequest
 from ._script import UNSET, Reply, Script, StreamStyle, When, matches
-from ._tools import scripted_calls, tool_calls_for
 from ._wire import (
     JSON_HEADERS,
     Answer,
@@ -42,7 +35,6 @@ from ._wire import (
     completion_body,
     endless_response,
     error_response,
-    estimate_tokens,
     json_response,
     sse_response,
 )
@@ -207,8 +199,8 @@ class FakeLLM:
         type, endpoint, stream) or a predicate. Each choice of an ``n > 1`` request takes its
         own reply.
         """
-        content = value if value is None or isinstance(value, str) else _encode(value)
-        calls = tuple((name, a if isinstance(a, str) else _encode(a)) for name, a in tool_calls)
+        content = value if value is None or isinstance(value, str) else encode(value)
+        calls = tuple((name, a if isinstance(a, str) else encode(a)) for name, a in tool_calls)
         if calls and finish_reason == "stop":
             finish_reason = "tool_calls"
         reply = Reply(
@@ -278,7 +270,7 @@ class FakeLLM:
         given = {k.lower(): v for k, v in (headers or {}).items()}
         given.setdefault("content-type", content_type)
         if retry_after is not None:
-            given["retry-after"] = _seconds_text(retry_after)
+            given["retry-after"] = seconds_text(retry_after)
         fault = Fault("status", times, when, status=status, headers=tuple(given.items()), body=raw)
         return self._add(fault)
 
@@ -552,7 +544,7 @@ class FakeLLM:
                 404, f"Route {request.method} {path} not found", "not_found_error", code=404
             )
         if bad_json or not isinstance(decoded, dict):
-            return _bad_request("The request body is not a JSON object")
+            return bad_request("The request body is not a JSON object")
         return self._generate(request, decoded)
 
     def _route(self, path: str) -> Endpoint:
@@ -589,13 +581,13 @@ class FakeLLM:
         if model not in self.models and not self.any_model:
             message = f"The model `{model}` does not exist."
             return error_response(404, message, "NotFoundError", param="model", code=404)
-        problem = _check_body(kind, body)
+        problem = check_body(kind, body)
         if problem:
-            return _bad_request(problem)
+            return bad_request(problem)
         try:
             constraint = served_constraint(body, self.server, kind)
         except ConstraintError as exc:
-            return _bad_request(str(exc))
+            return bad_request(str(exc))
         entry = self._script.take(request)
         fault = entry if isinstance(entry, Fault) else None
         if fault is not None and fault.kind == "status":
@@ -603,7 +595,7 @@ class FakeLLM:
         try:
             answers, first = self._answers(request, body, constraint, entry)
         except UnsatisfiableError as exc:
-            return _bad_request(str(exc))
+            return bad_request(str(exc))
         if fault is not None and fault.kind in ("invalid_utf8", "oversize"):
             text = "" if fault.kind == "oversize" else answers[0].content or ""
             answers[0] = dataclasses.replace(answers[0], content=MARK + text)
@@ -616,7 +608,7 @@ class FakeLLM:
         }
         if first is not None and first.extra:
             head.update(first.extra)
-        usage = _usage(kind, body, answers, first)
+        usage = usage_for(kind, body, answers, first)
         style = self.style.override(first)
         if fault is not None and fault.kind == "endless":
             return endless_response(
@@ -649,7 +641,7 @@ class FakeLLM:
 
         Each choice takes its own reply. Under a fault, every choice shows the reply the
         request would get, without using it up: the retry that follows a fault gets it."""
-        limit = _first_set(body, "max_completion_tokens", "max_tokens")
+        limit = first_set(body, "max_completion_tokens", "max_tokens")
         count = body.get("n") or 1
         if isinstance(entry, Fault):
             shown = self._script.reply_for(request, consume=False)
@@ -657,101 +649,19 @@ class FakeLLM:
         else:
             replies = [entry] + [self._script.reply_for(request) for _ in range(count - 1)]
         answers = [
-            self._answer(reply, constraint, index, limit, body)
+            answer_for(
+                reply,
+                constraint,
+                index,
+                limit,
+                body,
+                server=self.server,
+                seed=self.seed,
+                default_text=self.default_text,
+            )
             for index, reply in enumerate(replies)
         ]
         return answers, replies[0]
-
-    def _answer(
-        self,
-        reply: Reply | None,
-        constraint: Constraint,
-        index: int,
-        limit: Any,
-        body: dict[str, Any],
-    ) -> Answer:
-        """One choice: the scripted reply or generated text, with thinking as the server would
-        add it (`shaped`), the whole cut to the token limit."""
-        calls = None if reply else tool_calls_for(body, self.server, self.seed + index, index)
-        if calls is not None:
-            answer = Answer(None, "tool_calls", tool_calls=calls)
-        elif reply is None:
-            content: str | None = self._text_for(constraint, self.seed + index)
-            answer = Answer(content, "stop")
-        else:
-            content = reply.content
-            answer = Answer(
-                content,
-                reply.finish_reason,
-                reply.refusal,
-                reply.reasoning,
-                reply.logprobs,
-                tool_calls=scripted_calls(reply.tool_calls, body, index),
-            )
-        return shaped(answer, body, self.server, limit)
-
-    def _text_for(self, constraint: Constraint, seed: int) -> str:
-        """Text satisfying ``constraint`` (raises ``UnsatisfiableError`` when it cannot)."""
-        kind, value = constraint.kind, constraint.value
-        if kind == "json_schema":
-            return _encode(schema_instance(value, seed=seed))
-        if kind == "json_object":
-            return "{}"
-        if kind == "regex":
-            try:
-                return regex_instance(value, seed=seed)
-            except re.error as exc:
-                raise UnsatisfiableError(f"bad regex {value!r}: {exc}") from None
-        if kind == "choice":
-            return str(random.Random(seed).choice(value))
-        if kind == "grammar":
-            return _grammar_text(value, seed)
-        return self.default_text
-
-
-_REDRAWS = 20  # sentences drawn for one answer before one with a repeated JSON key is kept
-
-
-def _grammar_text(grammar: str, seed: int) -> str:
-    """A sentence of a GBNF grammar, or one literal of a Lark choice.
-
-    A JSON sentence that repeats an object's key is drawn again (from seeds derived from
-    ``seed``): a grammar cannot forbid the repeat, and the decoded dict would hold fewer keys
-    than the sentence wrote (below a ``min_length``, say)."""
-    try:
-        text = grammar_sentence(grammar, seed)
-        for attempt in range(1, _REDRAWS):
-            if not _repeats_a_key(text):
-                break
-            text = grammar_sentence(grammar, seed + attempt * 1_000_003)
-        return text
-    except ValueError as exc:
-        problem = str(exc)
-    options = grammar_literals(grammar)
-    if options is not None:
-        return random.Random(seed).choice(options)
-    shown = grammar if len(grammar) <= 200 else grammar[:200] + "..."
-    raise UnsatisfiableError(
-        f"FakeLLM cannot generate text for the grammar {shown!r} ({problem}): it generates for "
-        "GBNF grammars and for Lark choices between literals; script the answer with "
-        "FakeLLM.reply(...)"
-    )
-
-
-def _repeats_a_key(text: str) -> bool:
-    """Whether ``text`` is JSON with an object that has a key twice."""
-    repeated = False
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        nonlocal repeated
-        repeated = repeated or len({key for key, _ in items}) < len(items)
-        return {}
-
-    try:
-        json.loads(text, object_pairs_hook=pairs)
-    except ValueError:
-        return False
-    return repeated
 
 
 def _describe(call: RecordedRequest) -> str:
@@ -761,65 +671,9 @@ def _describe(call: RecordedRequest) -> str:
     except ConstraintError as exc:
         carried = f"malformed constraint ({exc})"
     else:
-        value = "" if constraint.value is None else " " + _encode(constraint.value)[:120]
+        value = "" if constraint.value is None else " " + encode(constraint.value)[:120]
         carried = constraint.kind + value
     return f"{call.endpoint} {call.prompt[:60]!r}: {carried}"
-
-
-def _seconds_text(seconds: float) -> str:
-    return str(int(seconds)) if float(seconds).is_integer() else str(seconds)
-
-
-def _encode(value: Any) -> str:
-    return msgspec.json.encode(value).decode()
-
-
-def _first_set(body: dict[str, Any], *keys: str) -> Any:
-    """The first of ``keys`` present and not null: clients often send optional fields as null."""
-    return next((body[key] for key in keys if body.get(key) is not None), None)
-
-
-def _bad_request(message: str) -> FakeResponse:
-    return error_response(400, message, "BadRequestError", param=None, code=400)
-
-
-def _check_body(kind: str, body: dict[str, Any]) -> str | None:
-    """The first reason a real server would reject the body with 400, if any."""
-    if kind == "chat" and not isinstance(body.get("messages"), list):
-        return "messages: a list of messages is required"
-    if kind == "completions" and not isinstance(body.get("prompt"), (str, list)):
-        return "prompt: a string or a list of strings is required"
-    n = 1 if body.get("n") is None else body["n"]
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        return "n must be a positive integer"
-    if body.get("stream_options") is not None and body.get("stream") is not True:
-        return "Stream options can only be defined when `stream=True`."
-    return None
-
-
-def _usage(
-    kind: str, body: dict[str, Any], answers: list[Answer], first: Reply | None
-) -> dict[str, Any]:
-    """Estimated usage, or the first scripted reply's ``usage`` when it sets one."""
-    if first is not None and first.usage is not None:
-        return dict(first.usage)
-    if kind == "chat":
-        prompt = "".join(message_text(m) for m in body["messages"] if isinstance(m, dict))
-    else:
-        given = body["prompt"]
-        prompt = (
-            given if isinstance(given, str) else "".join(p for p in given if isinstance(p, str))
-        )
-    prompt_tokens = max(1, estimate_tokens(prompt))
-    completion_tokens = sum(
-        estimate_tokens((a.reasoning or "") + (a.content or "") + (a.refusal or ""))
-        for a in answers
-    )
-    return {
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
-    }
 
 
 # The API's routes under the base path, as every server has them (llama.cpp's token count is

@@ -18,7 +18,7 @@ from ._recording import RecordedRequest
 from ._script import When, matches
 from ._wire import FakeResponse, Pause, StreamDropped, error_event
 
-__all__ = ["FAULTS", "MARK", "STREAM_ONLY", "Fault", "FaultKind", "shape"]
+__all__ = ["FAULTS", "MARK", "STREAM_ONLY", "Fault", "FaultKind", "seconds_text", "shape"]
 
 FaultKind = Literal[
     "status",
@@ -203,3 +203,8 @@ def status_body(status: int, message: str | None) -> bytes:
     return msgspec.json.encode(
         {"error": {"message": text, "type": "error", "param": None, "code": status}}
     )
+
+
+def seconds_text(seconds: float) -> str:
+    """Seconds as a ``Retry-After`` header writes them: ``2``, not ``2.0``."""
+    return str(int(seconds)) if float(seconds).is_integer() else str(seconds)

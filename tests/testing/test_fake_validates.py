@@ -16,7 +16,7 @@ import pytest
 import lmclient
 from lmclient._output.types import compile_output
 from lmclient.testing import FakeLLM
-from lmclient.testing._fake import _grammar_text
+from lmclient.testing._answers import grammar_text
 from lmclient.testing._schema_instance import schema_instance
 
 _ANSWERS = 2_000  # generated answers per type and constraint
@@ -63,7 +63,7 @@ def _answers(tp: Any, mode: str) -> list[str]:
     spec = compile_output(tp)
     grammar = spec.compact if mode == "compact" else None
     if grammar is not None:
-        return [_grammar_text(grammar.text, seed) for seed in range(_ANSWERS)]
+        return [grammar_text(grammar.text, seed) for seed in range(_ANSWERS)]
     schema = spec.schema
     return [msgspec.json.encode(schema_instance(schema, seed=s)).decode() for s in range(_ANSWERS)]
 

@@ -1,0 +1,361 @@
+"""The compact grammar's building blocks (`lmclient._output.gbnf`): the grammar IR its compiler
+builds, and what is done with a finished set of rules: unreachable ones dropped, long repeats
+hoisted into rules, equal rules merged, the text rendered in GBNF, and the byte lengths of the
+shortest and longest sentences measured (the token budget)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Mapping
+
+
+class _Fallback(Exception):
+    """The schema uses something the compiler does not cover; the message says what."""
+
+
+# --------------------------------------------------------------------------------------------
+# The grammar IR: what is rendered to GBNF and measured in bytes
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _Lit:
+    text: str
+
+
+@dataclasses.dataclass(frozen=True)
+class _Cls:
+    ranges: tuple[tuple[int, int], ...]  # sorted, disjoint, non-adjacent code-point ranges
+
+
+@dataclasses.dataclass(frozen=True)
+class _Seq:
+    items: tuple[_Node, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Alt:
+    items: tuple[_Node, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Rep:
+    item: _Node
+    min: int
+    max: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Ref:
+    name: str
+
+
+_Node = _Lit | _Cls | _Seq | _Alt | _Rep | _Ref
+_MAX_CP = 0x10FFFF
+_EMPTY = _Lit("")
+
+
+def _seq(*items: _Node) -> _Node:
+    flat: list[_Node] = []
+    for item in items:
+        for part in item.items if isinstance(item, _Seq) else (item,):
+            if isinstance(part, _Lit) and flat and isinstance(flat[-1], _Lit):
+                flat[-1] = _Lit(flat[-1].text + part.text)
+            elif part != _EMPTY:
+                flat.append(part)
+    if not flat:
+        return _EMPTY
+    return flat[0] if len(flat) == 1 else _Seq(tuple(flat))
+
+
+def _alt(*items: _Node) -> _Node:
+    flat: list[_Node] = []
+    for item in items:
+        for part in item.items if isinstance(item, _Alt) else (item,):
+            if part not in flat:
+                flat.append(part)
+    if not flat:
+        raise _Fallback("no value satisfies the schema")
+    if _EMPTY in flat and len(flat) > 1:  # `x | ""` is written `x?`: no empty literals
+        flat.remove(_EMPTY)
+        return _opt(flat[0] if len(flat) == 1 else _Alt(tuple(flat)))
+    return flat[0] if len(flat) == 1 else _Alt(tuple(flat))
+
+
+def _rep(item: _Node, low: int, high: int | None) -> _Node:
+    if high == 0 or item == _EMPTY:
+        return _EMPTY
+    if low == high == 1:
+        return item
+    return _Rep(item, low, high)
+
+
+def _opt(item: _Node) -> _Node:
+    return _rep(item, 0, 1)
+
+
+def _cls(ranges: Iterable[tuple[int, int]]) -> _Cls:
+    merged: list[tuple[int, int]] = []
+    for low, high in sorted(ranges):
+        if merged and low <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(high, merged[-1][1]))
+        else:
+            merged.append((low, high))
+    return _Cls(tuple(merged))
+
+
+def _chars(text: str) -> _Cls:
+    return _cls((ord(c), ord(c)) for c in text)
+
+
+def _span(low: str, high: str) -> _Cls:
+    return _Cls(((ord(low), ord(high)),))
+
+
+def _complement(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    nxt = 0
+    for low, high in ranges:
+        if low > nxt:
+            out.append((nxt, low - 1))
+        nxt = high + 1
+    if nxt <= _MAX_CP:
+        out.append((nxt, _MAX_CP))
+    return out
+
+
+def _intersect(a: Iterable[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    return [
+        (max(lo, blo), min(hi, bhi))
+        for lo, hi in a
+        for blo, bhi in b
+        if max(lo, blo) <= min(hi, bhi)
+    ]
+
+
+_DIGIT = _span("0", "9")
+_NONZERO = _span("1", "9")
+_HEX = _cls([(0x30, 0x39), (0x41, 0x46), (0x61, 0x66)])
+
+# --------------------------------------------------------------------------------------------
+# Rules: reachability, deduplication, rendering, lengths
+# --------------------------------------------------------------------------------------------
+
+
+def _refs(node: _Node) -> Iterable[str]:
+    if isinstance(node, _Ref):
+        yield node.name
+    elif isinstance(node, (_Seq, _Alt)):
+        for item in node.items:
+            yield from _refs(item)
+    elif isinstance(node, _Rep):
+        yield from _refs(node.item)
+
+
+def _reachable(rules: dict[str, _Node]) -> dict[str, _Node]:
+    seen, todo = {"root"}, ["root"]
+    while todo:
+        for name in _refs(rules[todo.pop()]):
+            if name not in seen:
+                seen.add(name)
+                todo.append(name)
+    return {name: body for name, body in rules.items() if name in seen}
+
+
+# llama.cpp expands `x{m,n}` into rules and refuses a repeat whose count times the rules inside
+# `x` reaches 2000 (src/llama-grammar.cpp, MAX_REPETITION_THRESHOLD; a larger max it silently
+# makes unbounded). So a repeated group becomes a rule of its own (one rule inside), and counts
+# stay below the threshold.
+_MAX_REPEAT = 1999
+
+
+def _hoist(rules: dict[str, _Node]) -> dict[str, _Node]:
+    """Each group repeated more than once (``(a b){2,5}``, ``(a | b)+``) moved into a rule."""
+    out = dict(rules)
+    names = iter(f"{base}-{n}" for base in ("item",) for n in range(1, 1 << 30))
+
+    def walk(node: _Node) -> _Node:
+        if isinstance(node, (_Seq, _Alt)):
+            return type(node)(tuple(walk(i) for i in node.items))
+        if isinstance(node, _Rep):
+            item = walk(node.item)
+            if isinstance(item, (_Seq, _Alt)) and max(node.min, node.max or 0) > 1:
+                name = next(n for n in names if n not in out)
+                out[name] = item
+                item = _Ref(name)
+            return _Rep(item, node.min, node.max)
+        return node
+
+    for name, body in rules.items():
+        out[name] = walk(body)
+    return out
+
+
+def _too_many(rules: Mapping[str, _Node]) -> bool:
+    def count(node: _Node) -> int:
+        if isinstance(node, (_Seq, _Alt)):
+            return max(count(i) for i in node.items)
+        if isinstance(node, _Rep):
+            return max(node.min, node.max or 0, count(node.item))
+        return 0
+
+    return any(count(body) > _MAX_REPEAT for body in rules.values())
+
+
+def _substitute(node: _Node, names: Mapping[str, str]) -> _Node:
+    if isinstance(node, _Ref):
+        return _Ref(names.get(node.name, node.name))
+    if isinstance(node, _Seq):
+        return _Seq(tuple(_substitute(i, names) for i in node.items))
+    if isinstance(node, _Alt):
+        return _Alt(tuple(_substitute(i, names) for i in node.items))
+    if isinstance(node, _Rep):
+        return _Rep(_substitute(node.item, names), node.min, node.max)
+    return node
+
+
+def _dedupe(rules: dict[str, _Node]) -> dict[str, _Node]:
+    """Rules with identical bodies merged into the first (root kept), until none are left."""
+    while True:
+        by_body: dict[_Node, str] = {}
+        names: dict[str, str] = {}
+        for name, body in sorted(rules.items(), key=lambda kv: kv[0] != "root"):
+            if body in by_body:
+                names[name] = by_body[body]
+            else:
+                by_body[body] = name
+        if not names:
+            return rules
+        rules = {n: _substitute(b, names) for n, b in rules.items() if n not in names}
+
+
+def _render(rules: Mapping[str, _Node]) -> str:
+    order = sorted(rules, key=lambda name: name != "root")
+    return "".join(f"{name} ::= {_expr(rules[name])}\n" for name in order)
+
+
+def _expr(node: _Node, tight: bool = False) -> str:
+    if isinstance(node, _Lit):
+        return '"' + "".join(_lit_char(c) for c in node.text) + '"'
+    if isinstance(node, _Cls):
+        return _class(node)
+    if isinstance(node, _Ref):
+        return node.name
+    if isinstance(node, _Rep):
+        suffix = {(0, 1): "?", (0, None): "*", (1, None): "+"}.get((node.min, node.max))
+        if suffix is None:
+            suffix = (
+                f"{{{node.min}}}"
+                if node.min == node.max
+                else f"{{{node.min},{'' if node.max is None else node.max}}}"
+            )
+        item = _expr(node.item, tight=True)
+        return (f"({item})" if isinstance(node.item, _Rep) else item) + suffix  # no `x{4}*`
+    if isinstance(node, _Seq):
+        text = " ".join(_expr(i, tight=isinstance(i, _Alt)) for i in node.items)
+        return f"({text})" if tight else text
+    text = " | ".join(_expr(i) for i in node.items)
+    return f"({text})" if tight else text
+
+
+def _lit_char(c: str) -> str:
+    if c in '"\\':
+        return "\\" + c
+    return c if " " <= c <= "~" else _hex(ord(c))
+
+
+def _hex(cp: int) -> str:
+    """``\\uXXXX`` or ``\\UXXXXXXXX``, never ``\\xXX``: xgrammar reads as many hex digits
+    after ``\\x`` as follow (``\\x5Ca`` is U+05CA there), llama.cpp exactly two."""
+    return f"\\u{cp:04X}" if cp <= 0xFFFF else f"\\U{cp:08X}"
+
+
+def _class_char(cp: int) -> str:
+    c = chr(cp)
+    if c in '"\\':
+        return "\\" + c
+    return c if c.isascii() and (c.isalnum() or c in " !#$%&'()*+,./:;<=>?@_`{|}~") else _hex(cp)
+
+
+def _class(node: _Cls) -> str:
+    members = list(node.ranges)
+    outside = _complement(members)
+    negate = bool(outside) and len(outside) <= len(members)
+    shown = outside if negate else members
+
+    def part(lo: int, hi: int) -> str:
+        if lo == hi:
+            return _class_char(lo)
+        return _class_char(lo) + ("" if hi == lo + 1 else "-") + _class_char(hi)
+
+    return "[" + ("^" if negate else "") + "".join(part(lo, hi) for lo, hi in shown) + "]"
+
+
+def _utf8_len(cp: int) -> int:
+    return 1 if cp < 0x80 else 2 if cp < 0x800 else 3 if cp < 0x10000 else 4
+
+
+def _shortest(rules: Mapping[str, _Node]) -> int:
+    best: dict[str, float] = dict.fromkeys(rules, math.inf)
+
+    def low(node: _Node) -> float:
+        if isinstance(node, _Lit):
+            return len(node.text.encode())
+        if isinstance(node, _Cls):
+            return _utf8_len(node.ranges[0][0])
+        if isinstance(node, _Ref):
+            return best[node.name]
+        if isinstance(node, _Seq):
+            return sum(low(i) for i in node.items)
+        if isinstance(node, _Alt):
+            return min(low(i) for i in node.items)
+        return node.min * low(node.item) if node.min else 0
+
+    changed = True
+    while changed:
+        changed = False
+        for name, body in rules.items():
+            value = low(body)
+            if value < best[name]:
+                best[name], changed = value, True
+    return int(best["root"])
+
+
+def _longest(rules: Mapping[str, _Node]) -> int | None:
+    memo: dict[str, int | None] = {}
+    active: set[str] = set()
+
+    class _Unbounded(Exception):
+        pass
+
+    def high(node: _Node) -> int:
+        if isinstance(node, _Lit):
+            return len(node.text.encode())
+        if isinstance(node, _Cls):
+            return _utf8_len(node.ranges[-1][1])
+        if isinstance(node, _Ref):
+            if node.name in active:
+                raise _Unbounded
+            if node.name not in memo:
+                active.add(node.name)
+                memo[node.name] = high(rules[node.name])
+                active.discard(node.name)
+            value = memo[node.name]
+            assert value is not None
+            return value
+        if isinstance(node, _Seq):
+            return sum(high(i) for i in node.items)
+        if isinstance(node, _Alt):
+            return max(high(i) for i in node.items)
+        item = high(node.item)
+        if node.max is None:
+            if item:
+                raise _Unbounded
+            return 0
+        return node.max * item
+
+    try:
+        return high(_Ref("root"))
+    except _Unbounded:
+        return None
