@@ -1,5 +1,5 @@
-"""What test modules share: recorded bytes' folders, response bodies, a core and a call without
-sockets, the pool's counters, a gated fake, OpenTelemetry's in-memory exporter.
+"""What test modules share: recorded bytes' folders, response bodies and streams, a core and a
+call without sockets, the pool's counters, a gated fake, OpenTelemetry's in-memory exporter.
 
 A test module imports its helpers from here (or from the other helper modules beside it:
 `tests.kinds`, `tests.byte_server`, `tests.scripted_server`, ...), never from another test
@@ -9,6 +9,7 @@ modules can then no longer be moved or changed apart (`tests/test_layout.py` hol
 
 from __future__ import annotations
 
+import json
 import pathlib
 import sys
 import threading
@@ -77,6 +78,41 @@ def reply(endpoint: str, text: str, **kw: Any) -> httpx.Response:
     """A 200 answer with ``text`` in the endpoint's body shape (for respx routes)."""
     body = chat_body(text, **kw) if endpoint == "chat" else completion_body(text, **kw)
     return httpx.Response(200, json=body)
+
+
+# -- server-sent events ----------------------------------------------------------------------
+
+
+def events(*chunks: Any, done: bool = True) -> bytes:
+    """A stream's bytes: each chunk an event, then ``[DONE]``."""
+    out = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks)
+    return out + (b"data: [DONE]\n\n" if done else b"")
+
+
+def delta(content: str | None = None, finish: str | None = None, **extra: Any) -> dict[str, Any]:
+    """A chat chunk of choice 0 (``extra``: more fields of its delta)."""
+    d: dict[str, Any] = {} if content is None else {"content": content}
+    d.update(extra)
+    return {
+        "id": "c1",
+        "model": "m",
+        "choices": [{"index": 0, "delta": d, "finish_reason": finish}],
+    }
+
+
+def text_stream(text: str, size: int = 3, finish: str = "stop", usage: bool = True) -> bytes:
+    """A chat stream of ``text`` in ``size``-character deltas, as vLLM sends one."""
+    parts = [delta("", role="assistant")]
+    parts += [delta(text[i : i + size]) for i in range(0, len(text), size)]
+    parts.append(delta(finish=finish))
+    if usage:
+        parts.append(
+            {
+                "choices": [],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
+            }
+        )
+    return events(*parts)
 
 
 # -- the core without sockets ----------------------------------------------------------------

@@ -1,10 +1,9 @@
-"""The sans-I/O core without sockets: error envelopes, response decoding, retry decisions."""
+"""The sans-I/O core without sockets: response decoding, retry decisions (the error envelopes
+themselves: test_status.py)."""
 
 from __future__ import annotations
 
-import email.utils
 import json
-import time
 from typing import Any
 
 import msgspec
@@ -13,7 +12,6 @@ import pytest
 import lmclient
 from lmclient import _core, _params, _status, errors
 from lmclient._dialects import PROBE_PATHS, Endpoint, ServerInfo
-from lmclient._params import CallParams, CreateParams
 from tests.helpers import EXAMPLES, LLAMACPP_LIVE, call, chat_body, completion_body, make_core
 
 
@@ -24,135 +22,7 @@ def finish(
     return c.finish(status, headers or {}, raw)
 
 
-# -- error envelopes ----------------------------------------------------------------------
-
-ENVELOPES = [
-    ("vllm_error_nested_0.10.1_plus.json", 400, errors.ContextLengthError, "maximum context"),
-    ("vllm_error_flat_pre_0.10.1.json", 400, errors.ContextLengthError, "maximum context"),
-    ("llamacpp_error_auth.json", 401, errors.AuthenticationError, "Invalid API Key"),
-    ("llamacpp_error_invalid_grammar.json", 400, errors.BadRequestError, "Failed to parse grammar"),
-    ("llamacpp_health_loading_503.json", 503, errors.ServerError, "Loading model"),
-    ("lmstudio_error_json_object.json", 400, errors.BadRequestError, "must be 'json_schema'"),
-    ("openai_error_invalid_schema.json", 400, errors.BadRequestError, "additionalProperties"),
-    ("openai_error_unknown_parameter.json", 400, errors.BadRequestError, "Unknown parameter"),
-]
-
-
-@pytest.mark.parametrize(("name", "status", "cls", "message"), ENVELOPES)
-def test_reference_error_envelopes(name: str, status: int, cls: type, message: str) -> None:
-    body = (EXAMPLES / name).read_bytes()
-    exc = _status.api_error(status, {}, body)
-    assert type(exc) is cls
-    assert message in exc.message
-    assert exc.status_code == status
-    assert exc.body == json.loads(body)
-
-
-def test_openai_envelope_fields() -> None:
-    exc = _status.api_error(
-        400,
-        {"x-request-id": "req-1"},
-        (EXAMPLES / "openai_error_unknown_parameter.json").read_bytes(),
-    )
-    assert (exc.type, exc.code, exc.param, exc.request_id) == (
-        "invalid_request_error",
-        "unknown_parameter",
-        "response_format.schema",
-        "req-1",
-    )
-
-
-@pytest.mark.parametrize(
-    ("status", "body", "cls", "message"),
-    [
-        (
-            401,
-            {"error": "Unauthorized"},
-            errors.AuthenticationError,
-            "Unauthorized",
-        ),  # vLLM --api-key
-        (
-            422,
-            {"error": "Input validation error", "error_type": "validation"},
-            errors.BadRequestError,
-            "Input validation",
-        ),  # TGI
-        (
-            424,
-            {"error": "Request failed during generation", "error_type": "generation"},
-            errors.ServerError,
-            "during generation",
-        ),  # TGI
-        (
-            429,
-            {"error": "Model is overloaded", "error_type": "overloaded"},
-            errors.RateLimitError,
-            "overloaded",
-        ),  # TGI
-        (
-            400,
-            {
-                "object": "error",
-                "message": "bad",
-                "type": "BadRequestError",
-                "param": None,
-                "code": 400,
-            },
-            errors.BadRequestError,
-            "bad",
-        ),  # SGLang
-        (
-            404,
-            {
-                "error": {
-                    "message": "The model `x` does not exist.",
-                    "type": "NotFoundError",
-                    "param": "model",
-                    "code": 404,
-                }
-            },
-            errors.NotFoundError,
-            "does not exist",
-        ),
-        (
-            403,
-            {"error": {"code": 403, "message": "nope", "type": "permission_error"}},
-            errors.PermissionDeniedError,
-            "nope",
-        ),
-        (
-            422,
-            {"detail": [{"loc": ["body", "model"], "msg": "field required"}]},
-            errors.BadRequestError,
-            "field required",
-        ),  # FastAPI
-        (500, {"detail": "Internal Server Error"}, errors.ServerError, "Internal Server Error"),
-        (
-            501,
-            {
-                "error": {
-                    "message": "chat not supported",
-                    "type": "NotImplementedError",
-                    "code": 501,
-                }
-            },
-            errors.ServerError,
-            "chat not supported",
-        ),
-        (418, {"unexpected": True}, errors.APIStatusError, "HTTP 418"),
-    ],
-)
-def test_every_server_envelope(status: int, body: Any, cls: type, message: str) -> None:
-    exc = _status.api_error(status, {}, json.dumps(body).encode())
-    assert type(exc) is cls
-    assert message in exc.message
-
-
-def test_non_json_error_body_keeps_the_text() -> None:
-    exc = _status.api_error(502, {}, b"<html>Bad Gateway</html>")
-    assert isinstance(exc, errors.ServerError)
-    assert "Bad Gateway" in exc.message
-    assert exc.body == "<html>Bad Gateway</html>"
+# -- an error status ------------------------------------------------------------------
 
 
 def test_error_status_from_finish() -> None:
@@ -367,26 +237,6 @@ def test_backoff_is_capped_at_8_seconds() -> None:
     assert max(delays) <= 8.0 and delays[-1] >= 6.0
 
 
-@pytest.mark.parametrize(
-    ("headers", "expected"),
-    [
-        ({"retry-after-ms": "1500"}, 1.5),
-        ({"retry-after": "3"}, 3.0),
-        ({"retry-after-ms": "250", "retry-after": "9"}, 0.25),
-        ({"retry-after": "soon"}, None),
-        ({}, None),
-    ],
-)
-def test_retry_after_headers(headers: dict[str, str], expected: float | None) -> None:
-    assert _status.retry_after(headers) == expected
-
-
-def test_retry_after_http_date() -> None:
-    when = email.utils.formatdate(time.time() + 30, usegmt=True)
-    delay = _status.retry_after({"retry-after": when})
-    assert delay is not None and 25 <= delay <= 31
-
-
 def test_server_asked_delay_is_used_and_too_long_is_refused() -> None:
     assert call().backoff(_api(429, {"retry-after": "2"})) == 2.0
     long_wait = _api(429, {"retry-after": "3600"})
@@ -414,11 +264,6 @@ def test_timeouts_shrink_to_the_deadline() -> None:
     assert t.read <= 2.0 and t.connect <= 2.0
     assert call().timeouts() == _params.Timeouts(5.0, 600.0, 600.0, 600.0)
     assert call(timeout=3).timeouts() == _params.Timeouts(3.0, 3.0, 3.0, 3.0)
-
-
-def test_call_params_typeddict_matches_the_runtime_table() -> None:
-    typed = set(CreateParams.__annotations__) | set(CallParams.__annotations__)
-    assert typed == set(_params.PARAMS)
 
 
 # -- the usual call: checked once per output type, for the server found ---------------------------

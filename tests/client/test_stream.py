@@ -1,9 +1,9 @@
-"""Streaming without sockets: the pure StreamState, and Stream/AsyncStream over respx."""
+"""Streaming without sockets: Stream/AsyncStream over respx (the pure StreamState they share:
+test_stream_state.py)."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import httpx
 import msgspec
@@ -11,8 +11,8 @@ import pytest
 import respx
 
 import lmclient
-from lmclient import _stream_state, errors
-from tests.helpers import EXAMPLES, make_core
+from lmclient import errors
+from tests.helpers import make_core, text_stream
 
 BASE = "http://llm.test/v1"
 
@@ -22,55 +22,7 @@ class Person(msgspec.Struct):
     age: int
 
 
-def events(*chunks: Any, done: bool = True) -> bytes:
-    out = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks)
-    return out + (b"data: [DONE]\n\n" if done else b"")
-
-
-def delta(content: str | None = None, finish: str | None = None, **extra: Any) -> dict[str, Any]:
-    d: dict[str, Any] = {} if content is None else {"content": content}
-    d.update(extra)
-    return {
-        "id": "c1",
-        "model": "m",
-        "choices": [{"index": 0, "delta": d, "finish_reason": finish}],
-    }
-
-
-def text_stream(text: str, size: int = 3, finish: str = "stop", usage: bool = True) -> bytes:
-    parts = [delta("", role="assistant")]
-    parts += [delta(text[i : i + size]) for i in range(0, len(text), size)]
-    parts.append(delta(finish=finish))
-    if usage:
-        parts.append(
-            {
-                "choices": [],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
-            }
-        )
-    return events(*parts)
-
-
-def state(output_type: Any = str, endpoint: Any = "chat") -> _stream_state.StreamState:
-    return _stream_state.StreamState(
-        make_core().prepare("stream", "Q", output_type, endpoint, {}, stream=True)
-    )
-
-
-def run(st: _stream_state.StreamState, raw: bytes) -> list[str]:
-    return st.feed(raw) + st.end()
-
-
-# -- StreamState ----------------------------------------------------------------------------
-
-
-def test_deltas_text_usage_and_value() -> None:
-    st = state(list[Person])
-    deltas = run(st, text_stream('[{"name": "A", "age": 1}]'))
-    assert "".join(deltas) == '[{"name": "A", "age": 1}]'
-    assert st.finish_reason == "stop" and st.usage == lmclient.Usage(1, 2, 3)
-    assert st.events == 13
-    assert st.result().value == [Person("A", 1)]
+# -- the request ------------------------------------------------------------------------------
 
 
 def test_request_asks_for_usage_and_streaming() -> None:
@@ -79,106 +31,6 @@ def test_request_asks_for_usage_and_streaming() -> None:
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
     tgi = make_core(dialect="tgi").prepare("stream", "Q", str, "chat", {}, stream=True)
     assert "stream_options" not in json.loads(tgi.request.body or b"")
-
-
-def test_reference_vllm_stream_deltas() -> None:
-    st = state()
-    assert st.feed((EXAMPLES / "vllm_chat_stream_chunks.sse").read_bytes()) == [" .", "<think>"]
-    with pytest.raises(errors.ProtocolError, match=r"\[DONE\]"):
-        st.end()  # the excerpt is cut: no [DONE], no finish_reason
-
-
-def test_reference_llamacpp_pings_are_ignored() -> None:
-    st = state()
-    assert st.feed((EXAMPLES / "llamacpp_chat_stream_with_pings.sse").read_bytes()) == []
-    assert st.events == 1
-
-
-def test_completions_chunks() -> None:
-    st = state(int, "completions")
-    chunk = {"choices": [{"index": 0, "text": "4", "finish_reason": None}]}
-    end = {"choices": [{"index": 0, "text": "2", "finish_reason": "stop"}]}
-    assert run(st, events(chunk, end)) == ["4", "2"]
-    assert st.result().value == 42
-
-
-@pytest.mark.parametrize(
-    ("event", "cls"),
-    [
-        (
-            {
-                "error": {
-                    "message": "boom",
-                    "type": "InternalServerError",
-                    "param": None,
-                    "code": 500,
-                }
-            },
-            errors.ServerError,
-        ),
-        (
-            {
-                "error": {
-                    "object": "error",
-                    "message": "bad grammar",
-                    "type": "BadRequestError",
-                    "code": 400,
-                }
-            },
-            errors.BadRequestError,
-        ),
-        (
-            {"error": {"code": 400, "message": "ctx", "type": "exceed_context_size_error"}},
-            errors.BadRequestError,
-        ),
-        (
-            {"error": "Request failed during generation", "error_type": "generation"},
-            errors.ServerError,
-        ),
-    ],
-)
-def test_error_events_raise_the_right_class(event: Any, cls: type[errors.APIError]) -> None:
-    st = state()
-    with pytest.raises(cls) as info:
-        run(st, events(delta("a"), event))
-    assert info.value.message in json.dumps(event)
-
-
-def test_legacy_llamacpp_error_field() -> None:
-    with pytest.raises(errors.BadRequestError, match="context size"):
-        run(state(), (EXAMPLES / "llamacpp_stream_error_legacy_pre_pr16109.sse").read_bytes())
-
-
-def test_stream_without_done_but_with_finish_reason_is_complete() -> None:
-    st = state()
-    run(st, events(delta("hi"), delta(finish="stop"), done=False))
-    assert st.result().value == "hi"
-
-
-def test_bytes_after_done_are_ignored() -> None:
-    st = state()
-    run(st, text_stream("ok") + b"data: {not json\n\n")
-    assert st.result().value == "ok"
-
-
-def test_bad_event_json_is_a_protocol_error_with_the_bytes() -> None:
-    with pytest.raises(errors.ProtocolError) as info:
-        run(state(), b"data: {oops\n\n")
-    assert info.value.body == b"{oops"
-
-
-def test_truncated_stream_raises_truncated_error_at_the_end() -> None:
-    st = state(Person)
-    run(st, text_stream('{"name": "A', finish="length"))
-    with pytest.raises(errors.TruncatedError):
-        st.result()
-
-
-def test_refusal_delta() -> None:
-    st = state(int)
-    run(st, events(delta(refusal="No."), delta(finish="stop")))
-    with pytest.raises(errors.RefusalError, match=r"No\."):
-        st.result()
 
 
 # -- Stream and AsyncStream over respx ------------------------------------------------------

@@ -1,0 +1,201 @@
+"""The per-call parameters (`lmclient._params`): the TypedDicts and the run-time table agree, a
+misspelt or mistyped parameter is a `TypeError` and a value out of range a `ValueError` before
+anything is sent, `Timeouts` is what ``timeout=`` means per phase, and the environment's base
+URL and key are read in their order."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import httpx
+import pytest
+
+import lmclient
+from lmclient import _params
+from lmclient._params import CallParams, CreateParams, Timeouts, check_params
+
+
+def test_call_params_typeddict_matches_the_runtime_table() -> None:
+    typed = set(CreateParams.__annotations__) | set(CallParams.__annotations__)
+    assert typed == set(_params.PARAMS)
+
+
+def test_file_params_are_the_call_params_that_travel_in_a_body() -> None:
+    """A batch file's lines carry no model, headers, request id nor trace context."""
+    left_out = set(CallParams.__annotations__) - set(_params.FileParams.__annotations__)
+    assert left_out == {"model", "request_id", "headers", "traceparent", "tracestate"}
+
+
+# -- check_params ---------------------------------------------------------------------------------
+
+
+def test_every_parameter_of_the_table_is_accepted_with_a_good_value() -> None:
+    tool = lmclient.Tool.from_function(_weather)
+    good: dict[str, Any] = {
+        "max_tokens": 8,
+        "temperature": 0,
+        "top_p": 0.5,
+        "stop": ["\n", "END"],
+        "seed": 1,
+        "logprobs": True,
+        "top_logprobs": 0,
+        "presence_penalty": -1.5,
+        "frequency_penalty": 2,
+        "timeout": httpx.Timeout(3.0),
+        "deadline": 9.5,
+        "max_retries": 0,
+        "max_reasks": 0,
+        "extra_body": {"x": 1},
+        "thinking": False,
+        "thinking_budget": 0,
+        "reasoning_effort": "low",
+        "tools": (tool,),
+        "tool_choice": tool,
+        "model": "m",
+        "headers": {"x-a": "b"},
+        "request_id": "r1",
+        "priority": -3,
+        "cache_salt": "salt",
+        "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        "tracestate": "k=v",
+    }
+    assert set(good) == set(_params.PARAMS) - {"n"}
+    check_params("create", good)
+    check_params("create", {"n": 2}, allow_n=True)
+
+
+def _weather(city: str) -> str:
+    """The weather in a city."""
+    return city
+
+
+def test_none_means_not_given() -> None:
+    check_params("generate", dict.fromkeys(_params.CALL_PARAMS))
+
+
+def test_a_misspelt_parameter_is_a_type_error_naming_it() -> None:
+    with pytest.raises(
+        TypeError, match=r"generate\(\) got an unexpected keyword argument 'tempreature'"
+    ):
+        check_params("generate", {"tempreature": 0.5})
+
+
+def test_n_is_a_parameter_of_create_only() -> None:
+    with pytest.raises(TypeError, match=r"'n' \(n is a parameter of create\(\) only\)"):
+        check_params("generate", {"n": 2})
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("max_tokens", 1.5, "max_tokens must be int, not float"),
+        ("max_tokens", True, "max_tokens must be int, not bool"),  # a bool is an int to Python
+        ("temperature", "0.2", "temperature must be int or float, not str"),
+        ("temperature", False, "temperature must be int or float, not bool"),
+        ("logprobs", 1, "logprobs must be bool, not int"),
+        ("stop", {"x"}, "stop must be str or list or tuple, not set"),
+        ("headers", [("a", "b")], "headers must be Mapping, not list"),
+        ("tool_choice", 3, "tool_choice must be str or Tool, not int"),
+    ],
+)
+def test_a_mistyped_parameter_is_a_type_error(name: str, value: Any, message: str) -> None:
+    with pytest.raises(TypeError, match=rf"^create\(\): {message}$"):
+        check_params("create", {name: value}, allow_n=True)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "problem"),
+    [
+        ("stop", ["a", 1], "must be a str or list of str"),
+        ("max_tokens", 0, "must be at least 1"),
+        ("n", 0, "must be at least 1"),
+        ("top_logprobs", -1, "must not be negative"),
+        ("max_retries", -1, "must not be negative"),
+        ("max_reasks", -2, "must not be negative"),
+        ("thinking_budget", -1, "must not be negative"),
+        ("tools", ["weather"], "must be a list of lmclient.Tool"),
+        ("tool_choice", "any", "must be 'auto', 'required', 'none' or one of the tools"),
+        ("reasoning_effort", "max", "must be one of 'low', 'medium', 'high'"),
+        ("deadline", 0, "must be a positive number of seconds"),
+        ("timeout", -1.0, "must be a positive number of seconds"),
+    ],
+)
+def test_a_value_out_of_range_is_a_value_error_showing_it(
+    name: str, value: Any, problem: str
+) -> None:
+    with pytest.raises(ValueError, match=r"^create\(\): ") as info:
+        check_params("create", {name: value}, allow_n=True)
+    assert str(info.value) == f"create(): {name} {problem}, not {value!r}"
+
+
+def test_a_serving_field_is_checked_by_its_own_rule() -> None:
+    """`lmclient._serving` holds the rules; the problem comes back as a `ValueError`."""
+    with pytest.raises(ValueError, match=r"^create\(\): request_id "):
+        check_params("create", {"request_id": ""})
+
+
+def test_a_bad_header_is_refused_without_showing_its_value() -> None:
+    """The headers may hold a credential: the message names the header, not the mapping."""
+    with pytest.raises(ValueError, match="header") as info:
+        check_params("create", {"headers": {"authorization": "Bearer sk-secret\n"}})
+    assert "sk-secret" not in str(info.value)
+
+
+# -- Timeouts -------------------------------------------------------------------------------------
+
+
+def test_the_default_timeouts() -> None:
+    assert Timeouts.from_user(None) == Timeouts(5.0, 600.0, 600.0, 600.0)
+
+
+def test_one_number_bounds_every_phase() -> None:
+    assert Timeouts.from_user(3) == Timeouts(3.0, 3.0, 3.0, 3.0)
+    assert Timeouts.from_user(0.5) == Timeouts(0.5, 0.5, 0.5, 0.5)
+
+
+def test_an_httpx_timeout_keeps_its_phases_and_none_is_no_bound() -> None:
+    given = httpx.Timeout(None, connect=1.0, read=2.0)
+    assert Timeouts.from_user(given) == Timeouts(1.0, 2.0, math.inf, math.inf)
+
+
+def test_capped_shortens_each_phase_to_what_remains() -> None:
+    assert Timeouts(5.0, 600.0, 1.0, 600.0).capped(2.0) == Timeouts(2.0, 2.0, 1.0, 2.0)
+
+
+def test_as_httpx_writes_no_bound_as_none() -> None:
+    assert Timeouts(1.0, math.inf, 3.0, math.inf).as_httpx() == {
+        "connect": 1.0,
+        "read": None,
+        "write": 3.0,
+        "pool": None,
+    }
+
+
+# -- the environment ------------------------------------------------------------------------------
+
+
+def test_the_base_url_argument_then_lmclient_s_variable_then_openai_s(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("LMCLIENT_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    assert _params.env_base_url(None) is None
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://openai/v1")
+    assert _params.env_base_url(None) == "http://openai/v1"
+    monkeypatch.setenv("LMCLIENT_BASE_URL", "http://lmclient/v1")
+    assert _params.env_base_url(None) == "http://lmclient/v1"
+    assert _params.env_base_url("http://given/v1") == "http://given/v1"
+
+
+def test_the_api_key_argument_then_lmclient_s_variable_then_openai_s(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("LMCLIENT_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert _params.env_api_key(None) is None
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai")
+    assert _params.env_api_key(None) == "sk-openai"
+    monkeypatch.setenv("LMCLIENT_API_KEY", "sk-lmclient")
+    assert _params.env_api_key(None) == "sk-lmclient"
+    assert _params.env_api_key("sk-given") == "sk-given"
