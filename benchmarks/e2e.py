@@ -20,7 +20,8 @@ SDK that the tests and `make bench` use. They are imported only when their clien
 
 `--types` takes task keys or a group of them (`e2e_tasks.GROUPS`: `numbers`, the bounded
 numeric types). A run of some types with `--docs` writes a block of its own, below the full
-run's table, which it leaves as measured; a run of every type replaces that table.
+run's table, which it leaves as measured; a run of every type replaces that table. Ctrl-C (or
+`kill -INT`) ends a run with the prompts every client has completed, and reports those.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import json
 import os
 import platform
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -41,7 +43,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 import openai
@@ -327,39 +329,62 @@ def say(message: str) -> None:
 
 def run_all(
     runners: dict[str, Runner], tasks: Sequence[Task], prompts: int, record: Path | None
-) -> Results:
+) -> tuple[Results, int]:
     """Prompt by prompt (so a cut-off run still covers every type and temperature), each
     (prompt, type, temperature) through every client in an order rotated each time: the
-    server's prompt cache and the drift of a shared machine fall on every client alike."""
+    server's prompt cache and the drift of a shared machine fall on every client alike.
+
+    An interrupt (Ctrl-C, SIGINT) ends the run with the prompts completed so far: a prompt is
+    counted only once every client has answered it for every type and temperature, so a run
+    cut short on a loaded machine still compares the clients on the same calls. Returns the
+    results and the number of prompts they cover."""
     results: Results = {name: {task.key: Tally() for task in tasks} for name in runners}
-    names = list(runners)
     warm = [{"role": "user", "content": "Say hi."}]
     for name, runner in runners.items():  # connections, lmclient's server probe: not measured
         runner(tasks[0], warm, 0.0, SEED)
         say(f"e2e: {name} ready")
     started = time.perf_counter()
-    total = len(tasks) * len(TEMPERATURES) * prompts * len(names)
-    done = group = 0
+    total = len(tasks) * len(TEMPERATURES) * prompts * len(runners)
+    done = group = completed = 0
     with record.open("a", encoding="utf-8") if record else nullcontext() as sink:
-        for i in range(prompts):
-            for task in tasks:
-                messages = [{"role": "user", "content": task.prompts[i]}]
-                for temperature in TEMPERATURES:
-                    turn = group % len(names)
-                    group += 1
-                    for name in names[turn:] + names[:turn]:
-                        t0 = time.perf_counter()
-                        outcome = runners[name](task, messages, temperature, SEED + i)
-                        seconds = time.perf_counter() - t0
-                        results[name][task.key].add(temperature, outcome, seconds)
-                        done += 1
-                        if sink is not None:
-                            row = {"client": name, "type": task.key, "prompt": i}
-                            row |= {"temperature": temperature, "seconds": seconds}
-                            sink.write(json.dumps(row | outcome.__dict__) + "\n")
-            elapsed = time.perf_counter() - started
-            say(f"e2e: prompt {i + 1}/{prompts} done, {done}/{total} calls in {elapsed:.0f} s")
-    return results
+        try:
+            for i in range(prompts):
+                pending = run_prompt(runners, tasks, i, group, sink)
+                group += len(tasks) * len(TEMPERATURES)
+                for name, key, temperature, outcome, seconds in pending:
+                    results[name][key].add(temperature, outcome, seconds)
+                completed += 1
+                done += len(pending)
+                elapsed = time.perf_counter() - started
+                say(f"e2e: prompt {i + 1}/{prompts} done, {done}/{total} calls in {elapsed:.0f} s")
+        except KeyboardInterrupt:
+            say(f"e2e: interrupted; reporting the {completed} prompts completed")
+    return results, completed
+
+
+def run_prompt(
+    runners: dict[str, Runner], tasks: Sequence[Task], i: int, group: int, sink: IO[str] | None
+) -> list[tuple[str, str, float, Outcome, float]]:
+    """Prompt `i` of every type, at every temperature, through every client (the order rotated
+    from `group` on): each call's client, type, temperature, outcome and seconds."""
+    names = list(runners)
+    out = []
+    for task in tasks:
+        messages = [{"role": "user", "content": task.prompts[i]}]
+        for temperature in TEMPERATURES:
+            turn = group % len(names)
+            group += 1
+            for name in names[turn:] + names[:turn]:
+                t0 = time.perf_counter()
+                outcome = runners[name](task, messages, temperature, SEED + i)
+                seconds = time.perf_counter() - t0
+                out.append((name, task.key, temperature, outcome, seconds))
+                if sink is not None:
+                    row = {"client": name, "type": task.key, "prompt": i}
+                    row |= {"temperature": temperature, "seconds": seconds}
+                    sink.write(json.dumps(row | outcome.__dict__) + "\n")
+                    sink.flush()
+    return out
 
 
 def replay(record: Path, tasks: Sequence[Task], clients: Sequence[str]) -> Results:
@@ -650,6 +675,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         head = f"Replayed from `{args.replay}`: {calls} calls, {seconds / 60:.0f} min of calls."
         print(report(results, tasks, head))
         return 0
+    # a run started in the background inherits SIGINT ignored: `kill -INT` still cuts it short
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     lmclient_at = git_commit()  # what ran: the tree may be committed before the run ends
     started = time.perf_counter()
     with server(args.url) as url:
@@ -657,10 +684,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         props = server_props(root_url)
         model = str(props.get("model_alias") or llamacpp.MODEL_ALIAS)
         runners = make_runners(clients, url, model, root_url)
-        results = run_all(runners, tasks, prompts, args.record)
+        results, completed = run_all(runners, tasks, prompts, args.record)
     seconds = time.perf_counter() - started
     calls = sum(tally.n_calls for per_type in results.values() for tally in per_type.values())
     head = header(props, where, command, calls, seconds, lmclient_at)
+    if completed < prompts:
+        head += f" Interrupted: the first {completed} of {prompts} prompts of each type."
     subset = None  # a run of every type: the full table
     if len(tasks) < len(TASKS):
         subset = args.types if args.types in GROUPS else "-".join(t.key for t in tasks)
