@@ -25,8 +25,9 @@ from ._constraints import Constraint, served_constraint
 from ._embeddings import embeddings_response, tokenize_response
 from ._errors import ConstraintError, UnsatisfiableError
 from ._faults import MARK, Fault, FaultKind, seconds_text, shape, status_body
+from ._queue import Script
 from ._recording import Endpoint, RecordedRequest
-from ._script import UNSET, Reply, Script, StreamStyle, When, matches
+from ._script import UNSET, Reply, StreamStyle, When, matches
 from ._wire import (
     JSON_HEADERS,
     Answer,

@@ -6,31 +6,27 @@ Kept apart, and imported only when used, because it needs lmclient's own transla
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
 from ._constraints import Constraint, read_constraint
 from ._errors import ConstraintError
 
-if TYPE_CHECKING:
-    from ._recording import RecordedRequest
-
 __all__ = ["asks_for", "expected_constraints"]
 
 
-def asks_for(request: RecordedRequest, output_type: Any) -> bool:
-    """See :meth:`RecordedRequest.asks_for`."""
-    if request.endpoint not in ("chat", "completions"):
+def asks_for(endpoint: str, body: object, output_type: Any) -> bool:
+    """See :meth:`RecordedRequest.asks_for` (its endpoint and body: this module does not import
+    the recording, which imports it)."""
+    if endpoint not in ("chat", "completions"):
         return False
     try:
-        carried = read_constraint(request.body)
+        carried = read_constraint(body)
     except ConstraintError:
         return False
     wanted = (carried.kind, carried.value)
-    return any(
-        (c.kind, c.value) == wanted for c in expected_constraints(output_type, request.endpoint)
-    )
+    return any((c.kind, c.value) == wanted for c in expected_constraints(output_type, endpoint))
 
 
 def expected_constraints(output_type: Any, endpoint: str) -> list[Constraint]:

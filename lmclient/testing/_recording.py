@@ -87,7 +87,7 @@ class RecordedRequest:
         """
         from ._output_types import asks_for
 
-        return asks_for(self, output_type)
+        return asks_for(self.endpoint, self.body, output_type)
 
 
 def message_text(message: dict[str, Any]) -> str:

@@ -13,16 +13,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import httpx
 import respx
 
+from ._mount import Mountable
 from ._wire import Pause, StreamDropped
-
-if TYPE_CHECKING:
-    from ._fake import FakeLLM
 
 __all__ = ["mock"]
 
@@ -30,7 +27,7 @@ DEFAULT_ORIGIN = "http://fake-llm.test"
 
 
 @contextmanager
-def mock(fake: FakeLLM, router: respx.Router | None) -> Iterator[str]:
+def mock(fake: Mountable, router: respx.Router | None) -> Iterator[str]:
     """Route requests to ``fake`` for the duration; yields the base URL clients should use."""
     given = fake._base_url
     base_url = given or DEFAULT_ORIGIN + fake.base_path

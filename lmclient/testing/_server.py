@@ -19,12 +19,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ._mount import Mountable
 from ._wire import FakeResponse, Pause, StreamDropped, error_response
-
-if TYPE_CHECKING:
-    from ._fake import FakeLLM
 
 __all__ = ["serve"]
 
@@ -33,7 +31,7 @@ _JOIN_TIMEOUT = 5.0  # bound on waiting for connection threads (e.g. a test left
 
 
 @contextmanager
-def serve(fake: FakeLLM, uds: str | os.PathLike[str] | None = None) -> Iterator[str]:
+def serve(fake: Mountable, uds: str | os.PathLike[str] | None = None) -> Iterator[str]:
     """Run the server in a background thread; yields ``http://127.0.0.1:PORT/v1`` (the fake's
     ``base_path``), or with ``uds`` (a path where nothing exists yet) serves on that Unix
     socket, removed afterwards, and yields ``http://localhost/v1``, the base URL of
@@ -77,7 +75,7 @@ class _Server(ThreadingHTTPServer):
     # kernel then resends them after 1, 3, 7, 15… s, which looks like a slow or hung server.
     request_queue_size = 1024
 
-    def __init__(self, fake: FakeLLM, address: Any = ("127.0.0.1", 0)) -> None:
+    def __init__(self, fake: Mountable, address: Any = ("127.0.0.1", 0)) -> None:
         self.fake = fake
         self._lock = threading.Lock()
         self._sockets: set[socket.socket] = set()

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from lmclient.testing import FakeLLM, Match, RecordedRequest
-from lmclient.testing._script import Reply, Script, matches
+from lmclient.testing._queue import Script
+from lmclient.testing._script import Reply, matches
 
 
 def chat(*messages: tuple[str, str], stream: bool = False) -> RecordedRequest:
