@@ -260,12 +260,37 @@ class ResponseParser:
     def _head(self, data: bytes) -> int:
         """Read the heads in ``data`` (skipping 1xx interim ones) up to the final one; the offset
         after it, or -1 when it has not all arrived yet (its start is kept, unless it already
-        cannot be a head). Sets ``status``, ``headers``, ``keep_alive`` and the body's framing."""
+        cannot be a head). Sets ``status``, ``headers``, ``keep_alive`` and the body's framing
+        (a sized body, even an empty one, is counted and ended by `feed`).
+
+        First, the kept shape: a head that starts with the shape's bytes before the digits, has
+        1 to `_MAX_LENGTH_DIGITS` ASCII digits up to a CR, and goes on with the shape's bytes
+        after them, is the shape's head with another length. The shape's bytes were read by the
+        lines' rules and hold no blank line but at their end, and the digits hold none, so such
+        a head is the same valid lines and a valid Content-Length: it ends where the shape does
+        and says what the shape said. Any other head is read by its lines; the shape of a sized
+        final one is kept for the next (`_learn`). (One function for both ways, with the body's
+        framing: each call costs every response.)"""
         pos = 0
         while True:
-            end = self._kept(data, pos)
-            if end >= 0:
-                return end
+            shape = self._shape
+            if shape is not None:
+                before, after, status, headers, keep_alive = shape  # (by name: a call each)
+                first = pos + len(before)  # where the digits would start
+                cr = data.find(b"\r", first, first + _MAX_LENGTH_DIGITS + 1)
+                if cr >= 0 and data.startswith(before, pos) and data.startswith(after, cr):
+                    digits = data[first:cr]
+                    end = cr + len(after)
+                    if digits.isdigit() and self._remaining + end - pos <= MAX_HEAD_BYTES:
+                        # (of bytes, isdigit() is ASCII digits only, and False for none)
+                        headers = headers.copy()  # (the caller's to keep, the shape's to reuse)
+                        headers["content-length"] = digits.decode("ascii")
+                        self.status = status
+                        self.headers = headers
+                        self.keep_alive = keep_alive
+                        self.length = self._remaining = int(digits)
+                        self._state = _LENGTH
+                        return end
             blank = _BLANK_LINE.search(data, pos)
             if blank is None:
                 self._partial_head(data, pos)
@@ -290,6 +315,7 @@ class ResponseParser:
                 keep_alive = _keeps_alive(version, connection)
             self.status = status
             self.headers = headers
+            self.keep_alive = keep_alive
             self._remaining = 0
             if status == 204 or status == 304:
                 self._state = _DONE
@@ -297,55 +323,15 @@ class ResponseParser:
             elif "transfer-encoding" in headers:
                 self._state = _CHUNK_SIZE
                 if length is not None:  # both: framed by the coding, never reused (§6.3)
-                    keep_alive = False
+                    self.keep_alive = False
             elif length is None:
                 self._state = _UNTIL_CLOSE
-                keep_alive = False
+                self.keep_alive = False
             else:
-                self._sized(length)
+                self.length = self._remaining = length
+                self._state = _LENGTH
                 self._learn(data[pos:end], status, headers, keep_alive)
-            self.keep_alive = keep_alive
             return end
-
-    def _kept(self, data: bytes, pos: int) -> int:
-        """The offset after the head at ``pos`` if it is the kept shape's but for its
-        Content-Length digits, with every field set as reading its lines would set them; else
-        -1, with nothing set.
-
-        The shape's bytes were read by the lines' rules and hold no blank line but at their end,
-        and the digits hold none, so such a head is the same lines with another valid length:
-        it ends where the shape does and says what the shape said. Its digits end at the CR of
-        the Content-Length line, 1 to `_MAX_LENGTH_DIGITS` ASCII digits after the shape's
-        bytes before them (no CR there, no digits, other bytes after: not this shape)."""
-        shape = self._shape
-        if shape is None or not data.startswith(shape.before, pos):
-            return -1
-        first = pos + len(shape.before)  # the first digit
-        cr = data.find(b"\r", first, first + _MAX_LENGTH_DIGITS + 1)
-        if cr < 0 or not data.startswith(shape.after, cr):
-            return -1
-        digits = data[first:cr]
-        if not digits.isdigit():  # (of bytes: ASCII digits only; and False for none)
-            return -1
-        end = cr + len(shape.after)
-        if self._remaining + end - pos > MAX_HEAD_BYTES:  # (after interim heads)
-            return -1  # reading the lines refuses it, saying why
-        headers = shape.headers.copy()  # (the caller's to keep, the shape's to reuse)
-        headers["content-length"] = digits.decode("ascii")
-        self.status = shape.status
-        self.headers = headers
-        self.keep_alive = shape.keep_alive
-        self._sized(int(digits))
-        return end
-
-    def _sized(self, length: int) -> None:
-        """The final head declared a body of ``length`` bytes."""
-        self.length = self._remaining = length
-        if length:
-            self._state = _LENGTH
-        else:
-            self._state = _DONE
-            self.complete = True
 
     def _learn(self, head: bytes, status: int, headers: dict[str, str], keep_alive: bool) -> None:
         """Keep the shape of a sized final ``head`` just read by its lines, for the connection's
