@@ -184,7 +184,7 @@ def test_a_long_text_body_is_cut_in_the_message_and_kept_whole_in_the_body() -> 
 
 
 def test_a_body_nested_too_deep_is_read_as_text() -> None:
-    """msgspec's decoder never sees it (`lmclient._depth`): the error carries the text."""
+    """msgspec's decoder never sees it (`lmclient._output.depth`): the error carries the text."""
     body = b"[" * 10_000 + b"]" * 10_000
     exc = _status.api_error(500, {}, body)
     assert isinstance(exc, errors.ServerError)
