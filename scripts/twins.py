@@ -107,13 +107,21 @@ def difference(pair: Pair, root: Path = ROOT) -> str:
     )
 
 
+def _unnumbered(diff: str) -> list[str]:
+    """A diff without its hunks' line numbers: an edit elsewhere in the twins (an import added to
+    both) moves the hunks without changing what differs."""
+    return [re.sub(r"^@@ .* @@", "@@", line) for line in diff.splitlines(keepends=True)]
+
+
 def drifted(root: Path = ROOT) -> list[tuple[Pair, str]]:
-    """The pairs whose difference is not their diff file's, each with its difference now."""
+    """The pairs whose difference is not their diff file's, each with how it changed."""
     out = []
     for pair in PAIRS:
-        diff = difference(pair, root)
-        if diff != (root / pair.expected).read_text():
-            out.append((pair, diff))
+        now = _unnumbered(difference(pair, root))
+        recorded = _unnumbered((root / pair.expected).read_text())
+        if now != recorded:
+            change = difflib.unified_diff(recorded, now, str(pair.expected), "now", n=2)
+            out.append((pair, "".join(change)))
     return out
 
 
@@ -129,7 +137,10 @@ def main() -> int:
         print("twins: each sync module differs from its async twin only where its diff file says")
         return 0
     for pair, diff in apart:
-        print(f"twins: {pair.twin} and {pair.source} have drifted apart. The difference now:\n")
+        print(
+            f"twins: {pair.twin} and {pair.source} have drifted apart. "
+            "How their difference changed:\n"
+        )
         print(diff)
     print(
         "If every difference above is deliberate, accept it with "

@@ -3,9 +3,9 @@
 Each row is a keyword with a probe: a schema using it, a string it allows and one only the
 keyword forbids. Who holds the keyword while decoding:
 
-- lmclient compact: worked out from `lmclient._output.gbnf` by `tests/output/test_keyword_table.py` (the
-  grammar rejects the forbidden string: "grammar"; the compiler falls back to the schema:
-  "schema sent");
+- lmclient compact: worked out from `lmclient._output.gbnf` by
+  `tests/output/test_keyword_table.py` (the grammar rejects the forbidden string: "grammar";
+  the compiler falls back to the schema: "schema sent");
 - xgrammar (vLLM's and SGLang's schema mode): declared here and checked against xgrammar's
   ``Grammar.from_json_schema`` by `tests/e2e/test_compact_strictness.py`;
 - llama.cpp: declared from its converter's source (``common/json-schema.cpp`` reads the

@@ -121,3 +121,18 @@ def test_a_change_to_one_transport_alone_is_caught(tmp_path: Path) -> None:
     (apart,) = twins.drifted(tmp_path)
     assert apart[0].twin == "lmclient/_transports/sync.py"
     assert "+                limiter.head(response.headers, None)" in apart[1]
+
+
+def test_the_same_edit_to_both_twins_passes(tmp_path: Path) -> None:
+    """An edit made alike to both twins (an import each) moves the diff's hunks, not what
+    differs: the check passes without the diff file being written again."""
+    twins = twins_script()
+    for pair in twins.PAIRS:
+        for name in (pair.source, pair.twin, pair.expected):
+            (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / name).write_text((ROOT / name).read_text())
+        for name in (pair.source, pair.twin):
+            text = (tmp_path / name).read_text()
+            (tmp_path / name).write_text(text.replace("\n\n", "\n\nimport zlib\n\n", 1))
+        assert twins.difference(pair, tmp_path) != (tmp_path / pair.expected).read_text()
+    assert twins.drifted(tmp_path) == []

@@ -1,5 +1,5 @@
-"""The compact grammar compiler (`lmclient._output.gbnf`): the grammars it writes for lmclient's real
-schemas, read back as text by `lmclient.testing._grammar.gbnf_accepts` (is it a sentence?) and
+"""The compact grammar compiler (`lmclient._output.gbnf`): the grammars it writes for lmclient's
+real schemas, read back as text by `lmclient.testing._grammar.gbnf_accepts` (is it a sentence?) and
 `tests.gbnf_match` (the rules, the shortest and longest sentences).
 
 Three properties, over many output types: every value msgspec encodes is a sentence; no sentence
