@@ -28,7 +28,7 @@ from ._status import api_error
 from ._types import DECODE_ERRORS
 
 if TYPE_CHECKING:
-    from ._core import Call
+    from ._call import Call
     from ._hooks import Watch
     from ._response import Response
 

@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 import lmclient
-from lmclient import _core, _params, _status, errors
+from lmclient import _call, _core, _params, _status, errors
 from lmclient._dialects import PROBE_PATHS, Endpoint, ServerInfo
 from lmclient._params import CallParams, CreateParams
 from tests.conftest import EXAMPLES, LLAMACPP_LIVE, chat_body, completion_body
@@ -35,12 +35,12 @@ def sent(dialect: str, **params: Any) -> dict[str, Any]:
     return {k: v for k, v in body.items() if k not in ("model", "messages")}
 
 
-def call(output_type: Any = str, endpoint: Any = "chat", **params: Any) -> _core.Call:
+def call(output_type: Any = str, endpoint: Any = "chat", **params: Any) -> _call.Call:
     return make_core().prepare("create", "Q", output_type, endpoint, params)
 
 
 def finish(
-    c: _core.Call, body: Any, status: int = 200, headers: dict[str, str] | None = None
+    c: _call.Call, body: Any, status: int = 200, headers: dict[str, str] | None = None
 ) -> Any:
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
     return c.finish(status, headers or {}, raw)
@@ -323,7 +323,7 @@ def test_probes_decode_to_json_objects_and_the_listing_to_models() -> None:
     with pytest.raises(errors.NotFoundError):
         probes[0].finish(404, {}, b"{}")
     assert listing.finish(200, {}, b'{"data": [{"id": "m"}]}') == ["m"]
-    assert {p.max_retries for p in [*probes, listing]} == {0}
+    assert {p.settings.max_retries for p in [*probes, listing]} == {0}
 
 
 @pytest.mark.parametrize(
@@ -353,7 +353,7 @@ def _api(status: int, headers: dict[str, str] | None = None) -> errors.APIStatus
     return _status.api_error(status, headers or {}, b"{}")
 
 
-@pytest.mark.parametrize("status", sorted(_core.RETRY_STATUSES))
+@pytest.mark.parametrize("status", sorted(_call.RETRY_STATUSES))
 def test_retryable_statuses_back_off_exponentially(status: int) -> None:
     c = call(max_retries=3)
     delays = [c.backoff(_api(status)) for _ in range(3)]
@@ -432,10 +432,10 @@ def test_deadline_stops_retries_that_would_outlive_it() -> None:
 
 def test_timeouts_shrink_to_the_deadline() -> None:
     c = call(deadline=2.0)
-    t = c.timeouts()
+    t = c.start_attempt()
     assert t.read <= 2.0 and t.connect <= 2.0
-    assert call().timeouts() == _params.Timeouts(5.0, 600.0, 600.0, 600.0)
-    assert call(timeout=3).timeouts() == _params.Timeouts(3.0, 3.0, 3.0, 3.0)
+    assert call().start_attempt() == _params.Timeouts(5.0, 600.0, 600.0, 600.0)
+    assert call(timeout=3).start_attempt() == _params.Timeouts(3.0, 3.0, 3.0, 3.0)
 
 
 def test_call_params_typeddict_matches_the_runtime_table() -> None:
@@ -468,3 +468,28 @@ def test_the_usual_call_is_checked_again_once_the_server_is_known() -> None:
     body = msgspec.json.decode(core.prepare("generate", "Q", _Pet, "chat", {}).request.body or b"")
     assert body["model"] == "other"
     assert body["messages"] == [{"role": "user", "content": "Q"}]
+
+
+class _Untouchable:
+    """A value whose every comparison, membership test and iteration fails."""
+
+    def __eq__(self, other: object) -> bool:
+        raise AssertionError("compared")
+
+    def __lt__(self, other: object) -> bool:
+        raise AssertionError("compared")
+
+    __le__ = __gt__ = __ge__ = __lt__
+    __hash__ = object.__hash__
+
+    def __iter__(self) -> Any:
+        raise AssertionError("iterated")
+
+
+def test_value_checks_skip_only_what_they_do_not_read() -> None:
+    """`check_params` skips `_value_problem` for the names outside `_VALUE_CHECKED`: it must
+    indeed read none of their values."""
+    for name in set(_params.PARAMS) - _params._VALUE_CHECKED:
+        assert _params._value_problem(name, _Untouchable()) is None, name
+    for name in _params._VALUE_CHECKED:
+        assert name in _params.PARAMS, name

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, NoReturn, Protocol, 
 import httpx
 
 from lmclient import errors
-from lmclient._core import PreparedRequest
 from lmclient._http11 import (
     BadResponse,
     ContentDecoder,
@@ -25,7 +24,7 @@ from lmclient._http11 import (
     encode_head,
     encode_request,
 )
-from lmclient._params import Timeouts
+from lmclient._request import PreparedRequest, Timeouts
 
 if TYPE_CHECKING:
     import ssl
