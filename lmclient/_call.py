@@ -152,7 +152,7 @@ def deadline_at(settings: CallSettings) -> float | None:
     return None if deadline is None else time.monotonic() + deadline
 
 
-class Lookup(Attempts, Generic[V]):
+class Lookup(Attempts, Generic[V], kw_only=True):
     """A set-up request (the model list, a probe): its answer is a plain value, not a `Response`."""
 
     decode: Callable[[bytes], V]
@@ -187,7 +187,7 @@ class Listing(list[str]):
     owner: str | None = None
 
 
-class Call(Attempts):
+class Call(Attempts, kw_only=True):
     """One generation's state across attempts: what to send, when to give up, what came back."""
 
     spec: OutputSpec[Any]
@@ -213,8 +213,11 @@ class Call(Attempts):
         params: Mapping[str, Any],
     ) -> Call:
         """The call of ``request``, with its parameters' settings over the client's."""
-        settings = settings.given(params)
-        tools = tool_table(params) if params else None
+        if params:
+            settings = settings.given(params)
+            tools = tool_table(params)
+        else:  # the client's settings, shared
+            tools = None
         return cls(
             request=request,
             settings=settings,
@@ -357,13 +360,13 @@ class Call(Attempts):
             self.spend(error, usage)
             raise self.explained(error) from None
         return self._response(
-            [value],
-            [text],
-            ["stop"],
-            usage,
-            wire.model,
-            wire.id,
-            body,
+            values=[value],
+            texts=[text],
+            reasons=["stop"],
+            usage=usage,
+            model=wire.model,
+            id=wire.id,
+            raw=body,
             reasoning=reasoning,
             headers=headers,
         )
@@ -398,13 +401,13 @@ class Call(Attempts):
             self.spend(exc, usage)
             raise
         return self._response(
-            values,
-            texts,
-            reasons,
-            usage,
-            model,
-            id,
-            raw,
+            values=values,
+            texts=texts,
+            reasons=reasons,
+            usage=usage,
+            model=model,
+            id=id,
+            raw=raw,
             reasoning=reasoning,
             logprobs=logprobs,
             headers=headers,
@@ -413,6 +416,7 @@ class Call(Attempts):
 
     def _response(
         self,
+        *,
         values: list[Any],
         texts: list[str],
         reasons: list[str | None],
@@ -420,7 +424,6 @@ class Call(Attempts):
         model: str | None,
         id: str | None,
         raw: bytes | list[bytes],
-        *,
         reasoning: str | None,
         headers: Mapping[str, str] | None,
         logprobs: list[TokenLogprob] | None = None,

@@ -441,6 +441,7 @@ class ClientCore:
         thinking: int | None = 0  # the tokens thinking may take first (`thinking_room`)
         if params:
             _add_params(body, params, endpoint)
+        if params and not _CHECKED.isdisjoint(params):  # the rare parameters, at one test
             if not REASONING_PARAMS.isdisjoint(params):
                 controls = reasoning_params(params, {})
                 body.update(reasoning_fields(planned.dialect.name, endpoint, controls))
@@ -458,7 +459,7 @@ class ClientCore:
             if planned.dialect.stream_usage:
                 body["stream_options"] = {"include_usage": True}
         body.update(planned.fields)
-        extra = params.get("extra_body")
+        extra = params.get("extra_body") if params else None
         if extra:
             merge_extra(body, extra, planned.plan.fields)
         return body

@@ -14,6 +14,7 @@ import lmclient
 from lmclient import _call, _core, _params, _status, errors
 from lmclient._dialects import PROBE_PATHS, Endpoint, ServerInfo
 from lmclient._params import CallParams, CreateParams
+from lmclient._request import CallSettings, PreparedRequest
 from tests.conftest import EXAMPLES, LLAMACPP_LIVE, chat_body, completion_body
 
 
@@ -493,3 +494,42 @@ def test_value_checks_skip_only_what_they_do_not_read() -> None:
         assert _params._value_problem(name, _Untouchable()) is None, name
     for name in _params._VALUE_CHECKED:
         assert name in _params.PARAMS, name
+
+
+def test_settings_calls_and_lookups_are_built_by_name() -> None:
+    """Two adjacent ints (max_retries, max_response_bytes) cannot be swapped on the way: the
+    settings, calls and look-ups take keywords only."""
+    timeouts = _params.Timeouts.from_user(None)
+    with pytest.raises(TypeError):
+        CallSettings(2, 0, 1024, timeouts, None)  # type: ignore[call-arg]
+    settings = CallSettings(
+        max_retries=2, max_reasks=0, max_response_bytes=1024, timeouts=timeouts, deadline=None
+    )
+    request = PreparedRequest("GET", "http://x/v1/models", [])
+    with pytest.raises(TypeError):
+        _call.Lookup(request, settings, None, 0, 0.0, _json)  # type: ignore[call-arg]
+    assert settings.given({}) is settings  # a call without overrides shares the client's
+    given = settings.given({"max_retries": 0, "timeout": 3, "deadline": 9.0})
+    assert (given.max_retries, given.max_reasks, given.max_response_bytes) == (0, 0, 1024)
+    assert (given.timeouts.read, given.deadline) == (3.0, 9.0)
+
+
+def _json(body: bytes) -> Any:
+    return body
+
+
+def test_a_call_with_messages_and_sampling_takes_the_general_path() -> None:
+    """The realistic call (a system and a user message, temperature, max_tokens) and the narrow
+    one (a str prompt) are built by the same code: same fields, same settings."""
+    core = make_core()
+    messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "Q"}]
+    narrow = core.prepare("generate", "Q", int, "chat", {})
+    real = core.prepare("generate", messages, int, "chat", {"temperature": 0.2, "max_tokens": 9})
+    assert real.settings is narrow.settings is core.settings
+    body = msgspec.json.decode(real.request.body or b"")
+    assert body["messages"] == messages and (body["temperature"], body["max_tokens"]) == (0.2, 9)
+    narrow_body = msgspec.json.decode(narrow.request.body or b"")
+    assert narrow_body["messages"] == [{"role": "user", "content": "Q"}]
+    assert {
+        k: v for k, v in body.items() if k not in ("messages", "temperature", "max_tokens")
+    } == {k: v for k, v in narrow_body.items() if k not in ("messages", "max_tokens")}
