@@ -58,16 +58,15 @@ class Attempts(msgspec.Struct, kw_only=True):
     settings: CallSettings  # the client's, with the call's parameters over them
     deadline_at: float | None  # the deadline as a time of `time.monotonic`
     retries: int = 0
-    attempt_started: float = 0.0  # when the attempt began, where its DEBUG line may be written
+    attempt_started: float = 0.0  # when the attempt began (`start_attempt`), for its DEBUG line
 
     def start_attempt(self) -> Timeouts:
-        """Start an attempt: its clock (only where its DEBUG line may be written: a clock read
-        costs every call), and its timeouts, shortened to what is left of the deadline."""
-        if log.isEnabledFor(logging.DEBUG):
-            self.attempt_started = time.monotonic()
+        """Start an attempt: its clock (for its DEBUG line, `log_attempt`), and its timeouts,
+        shortened to what is left of the deadline."""
+        self.attempt_started = now = time.monotonic()
         if self.deadline_at is None:
             return self.settings.timeouts
-        remaining = self.deadline_at - time.monotonic()
+        remaining = self.deadline_at - now
         if remaining <= 0:
             raise errors.APITimeoutError("the call's deadline expired")
         return self.settings.timeouts.capped(remaining)
@@ -120,8 +119,8 @@ class Attempts(msgspec.Struct, kw_only=True):
         return delay
 
     def log_attempt(self, status: int, headers: Mapping[str, str]) -> None:
-        """One DEBUG line per attempt; never the key, the prompt or the output. (An attempt
-        that started while DEBUG was off, and ended with it on, was not timed.)"""
+        """One DEBUG line per attempt; never the key, the prompt or the output. (An answer
+        that no attempt sent, a batch file's, is untimed.)"""
         started = self.attempt_started
         log.debug(
             "%s %s -> %d in %s (retry %d, request id %s)",

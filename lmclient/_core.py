@@ -284,7 +284,7 @@ class ClientCore:
         if dialect is None:
             return spec, None, messages
         planned = self._plans.get(spec, endpoint, dialect)  # the dialect's refusals, now
-        dialect.check_server(self.server_info, planned.plan, endpoint)
+        planned.check_server(self.server_info, endpoint)
         controls = None  # the reasoning controls, refused now where the server has no field
         if special:
             if not (REASONING_PARAMS.isdisjoint(params) and REASONING_PARAMS.isdisjoint(defaults)):

@@ -12,25 +12,35 @@ from typing import Any
 
 import msgspec
 
-from ._dialects import Dialect, Endpoint, Plan
+from ._dialects import Dialect, Endpoint, Plan, ServerInfo
 from ._types import OutputSpec
 
 __all__ = ["Planned", "Plans"]
 
 _encode = msgspec.json.Encoder().encode
+_UNCHECKED = object()
 _BOUND = 256  # plans kept: output types made anew on every call must not grow the cache forever
 
 
 class Planned:
     """A dialect's plan for one output type and endpoint, with its fields encoded once."""
 
-    __slots__ = ("dialect", "fields", "plan", "spec")
+    __slots__ = ("checked", "dialect", "fields", "plan", "spec")
 
     def __init__(self, spec: OutputSpec[Any], dialect: Dialect, plan: Plan) -> None:
         self.spec = spec
         self.dialect = dialect
         self.plan = plan
         self.fields = {name: msgspec.Raw(_encode(value)) for name, value in plan.fields.items()}
+        # the server info this plan passed `Dialect.check_server` for (a call checks it again
+        # only when the probes have learnt another); a sentinel until the first check
+        self.checked: object = _UNCHECKED
+
+    def check_server(self, info: ServerInfo | None, endpoint: Endpoint) -> None:
+        """`Dialect.check_server` for this plan, once per server info."""
+        if self.checked is not info:
+            self.dialect.check_server(info, self.plan, endpoint)
+            self.checked = info
 
 
 class Plans:
