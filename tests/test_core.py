@@ -444,7 +444,7 @@ def test_call_params_typeddict_matches_the_runtime_table() -> None:
     assert typed == set(_params.PARAMS)
 
 
-# -- the usual call: checked once per output type, for the server found ---------------------------
+# -- a plan: made once per output type, checked again for the server found -------------------------
 
 
 class _Pet(msgspec.Struct):
@@ -452,9 +452,9 @@ class _Pet(msgspec.Struct):
 
 
 def test_the_usual_call_is_checked_again_once_the_server_is_known() -> None:
-    """A usual call (a class, a str prompt, no parameters) keeps what its checks found, but
-    only for the server they were made for: a dialect forced before the probes is refused once
-    they find a release that ignores its fields, and a new model gets its own body."""
+    """A call's plan is kept, but checked again for the server the probes find: a dialect
+    forced before the probes is refused once they find a release that ignores its fields, and
+    a new model gets its own body."""
     core = _core.ClientCore("http://h/v1", "m", dialect="vllm-guided")
     first = core.prepare("generate", "Q", int, "chat", {})
     assert first.request.body == core.prepare("generate", "Q", int, "chat", {}).request.body
