@@ -466,17 +466,20 @@ class ClientCore:
 
 
 def _add_params(body: dict[str, Any], params: Mapping[str, Any], endpoint: Endpoint) -> None:
-    """The per-call parameters that go in the body, as each endpoint spells them."""
-    for name, value in params.items():
-        if value is None or name in CALL_PARAMS:
-            continue
-        if name == "logprobs" and endpoint == "completions":
-            if value:  # legacy completions: logprobs is the number of alternatives
-                body["logprobs"] = params.get("top_logprobs") or 0
-        elif name == "top_logprobs" and endpoint == "completions":
-            continue
+    """The per-call parameters that go in the body, as each endpoint spells them: as given, but
+    for the few spelt otherwise (`_RESPELT`)."""
+    body.update({k: v for k, v in params.items() if v is not None and k not in CALL_PARAMS})
+    if _RESPELT.isdisjoint(params):
+        return
+    stop = body.get("stop")
+    if isinstance(stop, tuple):
+        body["stop"] = list(stop)
+    if endpoint == "completions":
+        body.pop("top_logprobs", None)
+        if body.get("logprobs"):  # legacy completions: logprobs is the number of alternatives
+            body["logprobs"] = params.get("top_logprobs") or 0
         else:
-            body[name] = list(value) if name == "stop" and isinstance(value, tuple) else value
+            body.pop("logprobs", None)
 
 
 _encode = msgspec.json.Encoder().encode
@@ -494,6 +497,7 @@ def _messages(prompt: Any) -> list[Any]:
 
 
 _TOOL_PARAMS = frozenset({"tools", "tool_choice"})
+_RESPELT = frozenset({"stop", "logprobs", "top_logprobs"})  # `_add_params`
 _TABLED = frozenset(TABLED)
 # The parameters checked beyond their types (`ClientCore._checked`): a call giving none of them
 # (the usual one) skips those checks at once.
