@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 import httpx
 
 from . import errors
-from ._core import DEFAULT_MAX_RESPONSE_BYTES, Call, ClientCore, Lookup
+from ._call import Call, Lookup
+from ._core import DEFAULT_MAX_RESPONSE_BYTES, ClientCore
 from ._dialects import Endpoint, ServerInfo, Whitespace
 from ._embeddings import (
     DEFAULT_BATCH_SIZE,
@@ -475,7 +476,7 @@ class AsyncClient:
         if self._watched in _MODULES:  # hooks or spans: the same steps, reported
             return await self._create_watched(where, prompt, output_type, endpoint, params)
         core = self._core
-        if core.model is None or core.dialect is None:  # not `core.ready` (a call, every time)
+        if not core.ready:
             core.validate(where, prompt, output_type, endpoint, params)
             await self._setup(params)
         call = core.prepare(where, prompt, output_type, endpoint, params)
@@ -484,7 +485,10 @@ class AsyncClient:
         while True:
             try:
                 status, headers, body = await self._transport.send(
-                    call.request, call.timeouts(), call.max_response_bytes, call.deadline_at
+                    call.request,
+                    call.start_attempt(),
+                    call.settings.max_response_bytes,
+                    call.deadline_at,
                 )
                 return call.finish(status, headers, body)
             except errors.ValidationError as exc:
@@ -512,10 +516,10 @@ class AsyncClient:
             call = self._core.prepare(where, prompt, output_type, endpoint, params)
             while True:
                 try:
-                    timeouts = call.timeouts()  # raises once the deadline has passed: not sent
+                    timeouts = call.start_attempt()  # raises once the deadline has passed: not sent
                     watch.sending(call)
                     raw = await self._transport.send(
-                        call.request, timeouts, call.max_response_bytes, call.deadline_at
+                        call.request, timeouts, call.settings.max_response_bytes, call.deadline_at
                     )
                     watch.received(raw.status, raw.headers)
                     return watch.finished(call.finish(raw.status, raw.headers, raw.body))
@@ -591,7 +595,10 @@ class AsyncClient:
         while True:
             try:
                 raw = await self._transport.send(
-                    call.request, call.timeouts(), call.max_response_bytes, call.deadline_at
+                    call.request,
+                    call.start_attempt(),
+                    call.settings.max_response_bytes,
+                    call.deadline_at,
                 )
                 return call.finish(raw.status, raw.headers, raw.body)
             except errors.LMClientError as exc:
@@ -640,11 +647,11 @@ class AsyncClient:
         """Open a stream, retrying while nothing has been yielded yet."""
         while True:
             try:
-                timeouts = call.timeouts()
+                timeouts = call.start_attempt()
                 if watch is not None:
                     watch.sending(call)
                 response = await self._transport.stream(
-                    call.request, timeouts, call.max_response_bytes, call.deadline_at
+                    call.request, timeouts, call.settings.max_response_bytes, call.deadline_at
                 )
                 if watch is not None:
                     watch.received(response.status, response.headers)

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 import httpx
 
 from . import errors
-from ._core import DEFAULT_MAX_RESPONSE_BYTES, Call, ClientCore, Lookup
+from ._call import Call, Lookup
+from ._core import DEFAULT_MAX_RESPONSE_BYTES, ClientCore
 from ._dialects import Endpoint, ServerInfo, Whitespace
 from ._embeddings import (
     DEFAULT_BATCH_SIZE,
@@ -468,7 +469,7 @@ class Client:
         if self._watched in _MODULES:  # hooks or spans: the same steps, reported
             return self._create_watched(where, prompt, output_type, endpoint, params)
         core = self._core
-        if core.model is None or core.dialect is None:  # not `core.ready` (a call, every time)
+        if not core.ready:
             core.validate(where, prompt, output_type, endpoint, params)
             self._setup(params)
         call = core.prepare(where, prompt, output_type, endpoint, params)
@@ -476,7 +477,10 @@ class Client:
         while True:
             try:
                 status, headers, body = self._transport.send(
-                    call.request, call.timeouts(), call.max_response_bytes, call.deadline_at
+                    call.request,
+                    call.start_attempt(),
+                    call.settings.max_response_bytes,
+                    call.deadline_at,
                 )
                 return call.finish(status, headers, body)
             except errors.ValidationError as exc:
@@ -504,10 +508,10 @@ class Client:
             call = self._core.prepare(where, prompt, output_type, endpoint, params)
             while True:
                 try:
-                    timeouts = call.timeouts()  # raises once the deadline has passed: not sent
+                    timeouts = call.start_attempt()  # raises once the deadline has passed: not sent
                     watch.sending(call)
                     raw = self._transport.send(
-                        call.request, timeouts, call.max_response_bytes, call.deadline_at
+                        call.request, timeouts, call.settings.max_response_bytes, call.deadline_at
                     )
                     watch.received(raw.status, raw.headers)
                     return watch.finished(call.finish(raw.status, raw.headers, raw.body))
@@ -584,7 +588,10 @@ class Client:
         while True:
             try:
                 raw = self._transport.send(
-                    call.request, call.timeouts(), call.max_response_bytes, call.deadline_at
+                    call.request,
+                    call.start_attempt(),
+                    call.settings.max_response_bytes,
+                    call.deadline_at,
                 )
                 return call.finish(raw.status, raw.headers, raw.body)
             except errors.LMClientError as exc:
@@ -624,11 +631,11 @@ class Client:
         """Open a stream, retrying while nothing has been yielded yet."""
         while True:
             try:
-                timeouts = call.timeouts()
+                timeouts = call.start_attempt()
                 if watch is not None:
                     watch.sending(call)
                 response = self._transport.stream(
-                    call.request, timeouts, call.max_response_bytes, call.deadline_at
+                    call.request, timeouts, call.settings.max_response_bytes, call.deadline_at
                 )
                 if watch is not None:
                     watch.received(response.status, response.headers)

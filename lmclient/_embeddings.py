@@ -34,10 +34,12 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 import msgspec
 
 from . import errors
-from ._core import Lookup, PreparedRequest, _messages
+from ._call import Lookup
+from ._core import _messages
 from ._output.depth import MAX_DEPTH, nested_deeper, too_deep
 from ._output.types import DECODE_ERRORS
 from ._params import Prompt, check_params
+from ._request import PreparedRequest
 from ._wire.protocol import Usage
 
 if TYPE_CHECKING:
@@ -295,7 +297,7 @@ class EmbeddingJob:
             chunk = texts[start : start + self.batch_size]
             body = _encode({**head, "input": chunk})
             request = PreparedRequest("POST", url, headers, body)
-            calls.append(Lookup(core, request, self._decoder(len(chunk)), self.params))
+            calls.append(Lookup.new(core.settings, request, self._decoder(len(chunk)), self.params))
         return calls
 
     def _decoder(self, expected: int) -> Callable[[bytes], Decoded]:
@@ -343,7 +345,7 @@ def tokenize_call(
     ready = check_tokens(core, where, text, model, add_special_tokens)
     assert ready and core.dialect is not None, "set-up (dialect, model) must come first"
     request = _text_request(core, core.dialect.name, text, model, add_special_tokens)
-    return Lookup(core, request, _token_ids, attempt_params(where, params))
+    return Lookup.new(core.settings, request, _token_ids, attempt_params(where, params))
 
 
 def count_call(
@@ -364,14 +366,14 @@ def count_call(
     dialect = core.dialect.name
     if isinstance(prompt, str):
         request = _text_request(core, dialect, prompt, model, add_special_tokens)
-        return Lookup(core, request, _token_count, attempt_params(where, params))
+        return Lookup.new(core.settings, request, _token_count, attempt_params(where, params))
     body = _encode({"model": model or core.model, "messages": _messages(prompt)})
     if ENDPOINTS[dialect].tokenize == "llamacpp":
         url = core.base_url + "/chat/completions/input_tokens"
         request = PreparedRequest("POST", url, core._post_headers, body)
-        return Lookup(core, request, _input_tokens, attempt_params(where, params))
+        return Lookup.new(core.settings, request, _input_tokens, attempt_params(where, params))
     request = PreparedRequest("POST", core.root_url + "/tokenize", core._post_headers, body)
-    return Lookup(core, request, _token_count, attempt_params(where, params))
+    return Lookup.new(core.settings, request, _token_count, attempt_params(where, params))
 
 
 def _text_request(

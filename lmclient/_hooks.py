@@ -40,7 +40,8 @@ from ._log import log
 from .errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from ._core import Attempts, Call, ClientCore
+    from ._call import Attempts, Call
+    from ._core import ClientCore
     from ._otel import CallSpan
     from ._response import Response
     from ._stream_state import StreamState

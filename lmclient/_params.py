@@ -9,14 +9,13 @@ also reads for 600 s).
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypedDict
 
 import httpx
-import msgspec
 
+from ._request import Timeouts
 from ._serving import SERVING_PARAMS, serving_problem
 from ._tools import Tool
 
@@ -142,10 +141,31 @@ def check_params(where: str, params: Mapping[str, Any], *, allow_n: bool = False
         if (isinstance(value, bool) and bool not in accepted) or not isinstance(value, accepted):
             names = " or ".join(t.__name__ for t in accepted)
             raise TypeError(f"{where}(): {name} must be {names}, not {type(value).__name__}")
-        problem = _value_problem(name, value)
+        problem = _value_problem(name, value) if name in _VALUE_CHECKED else None
         if problem:
             shown = "" if name == "headers" else f", not {value!r}"  # may hold a credential
             raise ValueError(f"{where}(): {name} {problem}{shown}")
+
+
+# The parameters whose values are checked beyond their types (`_value_problem`): the others
+# (temperature, top_p, ...) cost a call nothing more.
+_VALUE_CHECKED = frozenset(
+    {
+        "stop",
+        "max_tokens",
+        "n",
+        "top_logprobs",
+        "max_retries",
+        "max_reasks",
+        "thinking_budget",
+        "tools",
+        "tool_choice",
+        "reasoning_effort",
+        "deadline",
+        "timeout",
+        *SERVING_PARAMS,
+    }
+)
 
 
 def _value_problem(name: str, value: Any) -> str | None:
@@ -166,52 +186,3 @@ def _value_problem(name: str, value: Any) -> str | None:
     if name in SERVING_PARAMS:
         return serving_problem(name, value)
     return None
-
-
-DEFAULT_CONNECT_TIMEOUT = 5.0
-DEFAULT_READ_TIMEOUT = 600.0
-
-
-class Timeouts(msgspec.Struct, frozen=True):
-    """Per-phase timeouts of one attempt, in seconds: what the ``timeout`` parameter means."""
-
-    connect: float
-    read: float
-    write: float
-    pool: float
-
-    @classmethod
-    def from_user(cls, value: float | httpx.Timeout | None) -> Timeouts:
-        if value is None:
-            return cls(
-                DEFAULT_CONNECT_TIMEOUT,
-                DEFAULT_READ_TIMEOUT,
-                DEFAULT_READ_TIMEOUT,
-                DEFAULT_READ_TIMEOUT,
-            )
-        if isinstance(value, httpx.Timeout):
-            inf = math.inf
-            return cls(
-                value.connect or inf, value.read or inf, value.write or inf, value.pool or inf
-            )
-        seconds = float(value)  # one number bounds every phase, as in httpx
-        return cls(seconds, seconds, seconds, seconds)
-
-    def capped(self, remaining: float) -> Timeouts:
-        return Timeouts(
-            min(self.connect, remaining),
-            min(self.read, remaining),
-            min(self.write, remaining),
-            min(self.pool, remaining),
-        )
-
-    def as_httpx(self) -> dict[str, float | None]:
-        return {
-            k: (None if math.isinf(v) else v)
-            for k, v in (
-                ("connect", self.connect),
-                ("read", self.read),
-                ("write", self.write),
-                ("pool", self.pool),
-            )
-        }

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 import msgspec
 
 from . import errors
-from ._core import name_request
+from ._call import name_request
 from ._headers import Headers
 from ._output.depth import nested_deeper, too_deep, type_depth
 from ._output.types import DECODE_ERRORS

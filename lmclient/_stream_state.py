@@ -28,7 +28,7 @@ from ._wire.protocol import (
 from ._wire.sse import ServerSentEvent, SSEDecoder
 
 if TYPE_CHECKING:
-    from ._core import Call
+    from ._call import Call
     from ._hooks import Watch
     from ._response import Response
 

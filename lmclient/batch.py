@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from . import errors
-from ._core import Call, ClientCore
+from ._call import Call
+from ._core import ClientCore
 from ._dialects import Endpoint
 from ._output.types import DECODE_ERRORS
 from ._status import api_error

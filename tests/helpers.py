@@ -21,7 +21,7 @@ import msgspec
 import pytest
 
 import lmclient
-from lmclient import _core
+from lmclient import _call, _core
 from lmclient.testing import FakeLLM
 
 if TYPE_CHECKING:
@@ -136,7 +136,7 @@ def sent(dialect: str, **params: Any) -> dict[str, Any]:
     return {k: v for k, v in body.items() if k not in ("model", "messages")}
 
 
-def call(output_type: Any = str, endpoint: Any = "chat", **params: Any) -> _core.Call:
+def call(output_type: Any = str, endpoint: Any = "chat", **params: Any) -> _call.Call:
     return make_core().prepare("create", "Q", output_type, endpoint, params)
 
 

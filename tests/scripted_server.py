@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from lmclient._core import PreparedRequest
+from lmclient._request import PreparedRequest
 from lmclient._transports.aio import AsyncTransport
 from lmclient._transports.sync import SyncTransport
 

@@ -89,7 +89,10 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
 
 def test_no_import_cycle() -> None:
     edges = graph()
-    assert edges["lmclient._transports.sync"] >= {"lmclient._transports.common", "lmclient._core"}
+    assert edges["lmclient._transports.sync"] >= {
+        "lmclient._transports.common",
+        "lmclient._request",
+    }
     assert "lmclient._otel" in edges["lmclient._hooks"]  # a function's import counts
     assert "lmclient._cli_probe" in edges["lmclient._cli"]
     assert "lmclient._core" not in edges["lmclient._hooks"]  # a TYPE_CHECKING one does not
@@ -244,3 +247,21 @@ def test_ray_only_behind_its_extra() -> None:
     assert runtime == ["httpx", "msgspec"]
     ray = [r for r in requirements if r.marker is not None and r.marker.evaluate({"extra": "ray"})]
     assert [(r.name, r.extras) for r in ray] == [("ray", {"data"})]
+
+
+def test_the_transports_import_no_core() -> None:
+    """The transports need only the prepared request and its timeouts (`lmclient._request`):
+    importing one loads neither the core nor the dialects, tools and output types."""
+    code = (
+        "import sys, lmclient._transports.sync, lmclient._transports.aio; "
+        "print(sorted(m for m in sys.modules if m.startswith('lmclient.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(eval(out.stdout))  # a list of str, printed by the code above
+    assert "lmclient._request" in loaded
+    assert not loaded & {
+        "lmclient._core",
+        "lmclient._call",
+        "lmclient._dialects",
+        "lmclient._output.types",
+    }

@@ -15,7 +15,7 @@ import pytest
 from typing_extensions import assert_type
 
 import lmclient
-from lmclient import Tool, ToolCall, _core, errors
+from lmclient import Tool, ToolCall, _call, _core, errors
 from lmclient._dialects import DIALECTS, PROBE_PATHS
 from lmclient._stream_state import StreamState
 from lmclient._tools import CHOICES, ENFORCEMENT
@@ -427,7 +427,7 @@ def test_a_llamacpp_template_without_tools_is_refused_before_sending() -> None:
 # -- recorded from llama.cpp b11434 (tests/fixtures/llamacpp-live/tools_*) ------------------
 
 
-def recorded_call(stream: bool) -> _core.Call:
+def recorded_call(stream: bool) -> _call.Call:
     core = _core.ClientCore("http://h/v1", "gemma-3-270m", dialect="llamacpp")
     params = {"tools": [Tool(Weather, name="weather")], "tool_choice": "required"}
     return core.prepare("create", "Q", str, "chat", params, stream=stream)
@@ -740,7 +740,7 @@ TOOL_SHAPES = {
 }
 
 
-def shape_call(shape: Shape, stream: bool) -> _core.Call:
+def shape_call(shape: Shape, stream: bool) -> _call.Call:
     core = _core.ClientCore("http://h/v1", "m", dialect=shape.dialect)
     params = {"tools": list(shape.tools), "tool_choice": shape.tool_choice}
     return core.prepare("create", "Q", str, "chat", params, stream=stream)
@@ -798,7 +798,7 @@ def test_every_tool_call_fixture_is_decoded() -> None:
 LIVE_TOOLS = (Tool(Weather, name="weather"), ADD)
 
 
-def live_call(choice: Any, stream: bool = False) -> _core.Call:
+def live_call(choice: Any, stream: bool = False) -> _call.Call:
     core = _core.ClientCore("http://h/v1", "gemma-3-270m", dialect="vllm")
     params = {"tools": list(LIVE_TOOLS), "tool_choice": choice}
     return core.prepare("create", "Q", str, "chat", params, stream=stream)

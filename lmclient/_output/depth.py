@@ -48,6 +48,8 @@ def nested_deeper(data: str | bytes, bound: int) -> bool:
     brackets is not measured: it cannot nest deep enough to threaten a stack, and a value
     nested deeper than its type there fails msgspec's own checks (or is an unknown field's,
     which msgspec skips). So the usual answer, an array of objects, is counted, not measured."""
+    if len(data) <= COUNTED:  # fewer characters than COUNTED: fewer brackets too, no scan
+        return False
     if isinstance(data, str):
         if data.count("[") + data.count("{") <= COUNTED:
             return False

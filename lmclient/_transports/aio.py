@@ -13,9 +13,8 @@ from typing import Literal, overload
 import httpx
 
 from lmclient import errors
-from lmclient._core import PreparedRequest
-from lmclient._params import Timeouts
 from lmclient._proxies import proxied
+from lmclient._request import PreparedRequest, Timeouts
 from lmclient._transports.common import (
     DEFAULT_LIMITS,
     STREAM_HIGH_WATER,

@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, NoReturn, Protocol, 
 import httpx
 
 from lmclient import errors
-from lmclient._core import PreparedRequest
-from lmclient._params import Timeouts
+from lmclient._request import PreparedRequest, Timeouts
 from lmclient._wire.http11 import (
     BadResponse,
     ContentDecoder,

@@ -9,9 +9,8 @@ from typing import TYPE_CHECKING
 import httpx
 
 from lmclient import errors
-from lmclient._core import PreparedRequest
-from lmclient._params import Timeouts
 from lmclient._proxies import proxied
+from lmclient._request import PreparedRequest, Timeouts
 from lmclient._transports.common import (
     DEFAULT_LIMITS,
     READ_SIZE,

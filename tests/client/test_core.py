@@ -10,13 +10,14 @@ import msgspec
 import pytest
 
 import lmclient
-from lmclient import _core, _params, _status, errors
+from lmclient import _call, _core, _params, _status, errors
 from lmclient._dialects import PROBE_PATHS, Endpoint, ServerInfo
+from lmclient._request import CallSettings, PreparedRequest
 from tests.helpers import EXAMPLES, LLAMACPP_LIVE, call, chat_body, completion_body, make_core
 
 
 def finish(
-    c: _core.Call, body: Any, status: int = 200, headers: dict[str, str] | None = None
+    c: _call.Call, body: Any, status: int = 200, headers: dict[str, str] | None = None
 ) -> Any:
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
     return c.finish(status, headers or {}, raw)
@@ -171,7 +172,7 @@ def test_probes_decode_to_json_objects_and_the_listing_to_models() -> None:
     with pytest.raises(errors.NotFoundError):
         probes[0].finish(404, {}, b"{}")
     assert listing.finish(200, {}, b'{"data": [{"id": "m"}]}') == ["m"]
-    assert {p.max_retries for p in [*probes, listing]} == {0}
+    assert {p.settings.max_retries for p in [*probes, listing]} == {0}
 
 
 @pytest.mark.parametrize(
@@ -201,7 +202,7 @@ def _api(status: int, headers: dict[str, str] | None = None) -> errors.APIStatus
     return _status.api_error(status, headers or {}, b"{}")
 
 
-@pytest.mark.parametrize("status", sorted(_core.RETRY_STATUSES))
+@pytest.mark.parametrize("status", sorted(_call.RETRY_STATUSES))
 def test_retryable_statuses_back_off_exponentially(status: int) -> None:
     c = call(max_retries=3)
     delays = [c.backoff(_api(status)) for _ in range(3)]
@@ -260,13 +261,13 @@ def test_deadline_stops_retries_that_would_outlive_it() -> None:
 
 def test_timeouts_shrink_to_the_deadline() -> None:
     c = call(deadline=2.0)
-    t = c.timeouts()
+    t = c.start_attempt()
     assert t.read <= 2.0 and t.connect <= 2.0
-    assert call().timeouts() == _params.Timeouts(5.0, 600.0, 600.0, 600.0)
-    assert call(timeout=3).timeouts() == _params.Timeouts(3.0, 3.0, 3.0, 3.0)
+    assert call().start_attempt() == _params.Timeouts(5.0, 600.0, 600.0, 600.0)
+    assert call(timeout=3).start_attempt() == _params.Timeouts(3.0, 3.0, 3.0, 3.0)
 
 
-# -- the usual call: checked once per output type, for the server found ---------------------------
+# -- a plan: made once per output type, checked again for the server found -------------------------
 
 
 class _Pet(msgspec.Struct):
@@ -274,9 +275,9 @@ class _Pet(msgspec.Struct):
 
 
 def test_the_usual_call_is_checked_again_once_the_server_is_known() -> None:
-    """A usual call (a class, a str prompt, no parameters) keeps what its checks found, but
-    only for the server they were made for: a dialect forced before the probes is refused once
-    they find a release that ignores its fields, and a new model gets its own body."""
+    """A call's plan is kept, but checked again for the server the probes find: a dialect
+    forced before the probes is refused once they find a release that ignores its fields, and
+    a new model gets its own body."""
     core = _core.ClientCore("http://h/v1", "m", dialect="vllm-guided")
     first = core.prepare("generate", "Q", int, "chat", {})
     assert first.request.body == core.prepare("generate", "Q", int, "chat", {}).request.body
@@ -291,3 +292,67 @@ def test_the_usual_call_is_checked_again_once_the_server_is_known() -> None:
     body = msgspec.json.decode(core.prepare("generate", "Q", _Pet, "chat", {}).request.body or b"")
     assert body["model"] == "other"
     assert body["messages"] == [{"role": "user", "content": "Q"}]
+
+
+class _Untouchable:
+    """A value whose every comparison, membership test and iteration fails."""
+
+    def __eq__(self, other: object) -> bool:
+        raise AssertionError("compared")
+
+    def __lt__(self, other: object) -> bool:
+        raise AssertionError("compared")
+
+    __le__ = __gt__ = __ge__ = __lt__
+    __hash__ = object.__hash__
+
+    def __iter__(self) -> Any:
+        raise AssertionError("iterated")
+
+
+def test_value_checks_skip_only_what_they_do_not_read() -> None:
+    """`check_params` skips `_value_problem` for the names outside `_VALUE_CHECKED`: it must
+    indeed read none of their values."""
+    for name in set(_params.PARAMS) - _params._VALUE_CHECKED:
+        assert _params._value_problem(name, _Untouchable()) is None, name
+    for name in _params._VALUE_CHECKED:
+        assert name in _params.PARAMS, name
+
+
+def test_settings_calls_and_lookups_are_built_by_name() -> None:
+    """Two adjacent ints (max_retries, max_response_bytes) cannot be swapped on the way: the
+    settings, calls and look-ups take keywords only."""
+    timeouts = _params.Timeouts.from_user(None)
+    with pytest.raises(TypeError):
+        CallSettings(2, 0, 1024, timeouts, None)  # type: ignore[call-arg]
+    settings = CallSettings(
+        max_retries=2, max_reasks=0, max_response_bytes=1024, timeouts=timeouts, deadline=None
+    )
+    request = PreparedRequest("GET", "http://x/v1/models", [])
+    with pytest.raises(TypeError):
+        _call.Lookup(request, settings, None, 0, 0.0, _json)  # type: ignore[call-arg]
+    assert settings.given({}) is settings  # a call without overrides shares the client's
+    given = settings.given({"max_retries": 0, "timeout": 3, "deadline": 9.0})
+    assert (given.max_retries, given.max_reasks, given.max_response_bytes) == (0, 0, 1024)
+    assert (given.timeouts.read, given.deadline) == (3.0, 9.0)
+
+
+def _json(body: bytes) -> Any:
+    return body
+
+
+def test_a_call_with_messages_and_sampling_takes_the_general_path() -> None:
+    """The realistic call (a system and a user message, temperature, max_tokens) and the narrow
+    one (a str prompt) are built by the same code: same fields, same settings."""
+    core = make_core()
+    messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "Q"}]
+    narrow = core.prepare("generate", "Q", int, "chat", {})
+    real = core.prepare("generate", messages, int, "chat", {"temperature": 0.2, "max_tokens": 9})
+    assert real.settings is narrow.settings is core.settings
+    body = msgspec.json.decode(real.request.body or b"")
+    assert body["messages"] == messages and (body["temperature"], body["max_tokens"]) == (0.2, 9)
+    narrow_body = msgspec.json.decode(narrow.request.body or b"")
+    assert narrow_body["messages"] == [{"role": "user", "content": "Q"}]
+    assert {
+        k: v for k, v in body.items() if k not in ("messages", "temperature", "max_tokens")
+    } == {k: v for k, v in narrow_body.items() if k not in ("messages", "max_tokens")}

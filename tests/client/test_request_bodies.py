@@ -205,7 +205,8 @@ PROMPTS = ["", "plain", 'a " and a \\', "line\nbreak\ttab", "\x00\x1f", "é ü �
 def test_a_prompt_spliced_alone_makes_the_bytes_of_the_whole_body(
     prompt: str, endpoint: Endpoint, stream: bool, compact: bool
 ) -> None:
-    """The usual call (one prompt, no parameters) encodes only its prompt into a template."""
+    """A call with one prompt and no parameters makes the bytes of the whole body, the first
+    time (its plan made) and the next (its plan reused)."""
     expected: dict[str, Any] = {"model": "m"}
     if endpoint == "chat":
         expected["messages"] = [{"role": "user", "content": prompt}]
@@ -220,7 +221,7 @@ def test_a_prompt_spliced_alone_makes_the_bytes_of_the_whole_body(
     assert grammar is not None
     expected |= {"structured_outputs": {"grammar": grammar.text}} if compact else PET_FIELDS
     c = core("vllm", whitespace="compact" if compact else "server")
-    for _ in range(2):  # the template made, then reused
+    for _ in range(2):  # the plan made, then reused
         call = c.prepare("create", prompt, output_type, endpoint, {}, stream=stream)
         assert call.request.body == msgspec.json.encode(expected)
 

@@ -30,8 +30,8 @@ import pytest
 import respx
 
 import lmclient
-from lmclient._core import PreparedRequest
 from lmclient._params import Timeouts
+from lmclient._request import PreparedRequest
 from lmclient._transports import aio as aio_transport
 from lmclient._transports import common
 from lmclient._transports.aio import AsyncTransport

@@ -1,0 +1,547 @@
+"""A call's lifecycle: its attempts, retries and re-asks, and the decoding of what came back
+into a `Response` or a typed error. `ClientCore.prepare` makes a `Call`; `Client` and
+`AsyncClient` drive it with their transports (`start_attempt`, `finish`, `backoff`, `reask`).
+A `Lookup` is the same for the set-up requests (the model list, the probes), whose answers are
+plain values.
+
+Retries, with their precedent: 2 retries with 0.5 s · 2^n backoff capped at 8 s, 25 % jitter,
+on 408/409/429/5xx but 501: the OpenAI SDK's policy, which users of these servers already live
+with.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
+
+import httpx
+import msgspec
+
+from . import errors
+from ._dialects import Endpoint, Plan
+from ._log import log
+from ._output.depth import MAX_DEPTH, nested_deeper, too_deep
+from ._output.types import DECODE_ERRORS, OutputSpec
+from ._request import CallSettings, PreparedRequest, Timeouts
+from ._response import Response
+from ._secrets import scrub, scrub_text, secrets_of
+from ._status import api_error
+from ._tools import Tool, ToolCall, check_choice, decode_calls, tool_table
+from ._unapplied import unapplied
+from ._wire.protocol import (
+    ChatCompletion,
+    Completion,
+    TokenLogprob,
+    Usage,
+    WireToolCall,
+    add_usage,
+)
+
+__all__ = ["Attempts", "Call", "Listing", "Lookup", "decode_wire", "name_request"]
+
+RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+MAX_RETRY_AFTER = 60.0  # a server asking for a longer pause gets an error, not a hung call
+
+V = TypeVar("V")
+
+
+class Attempts(msgspec.Struct, kw_only=True):
+    """One request's attempts: the timeouts of the next one, when to give up, whether to retry.
+    The state every request has; `Call` and `Lookup` add what their answers need. A msgspec
+    Struct: one is made for every call, and its C constructor costs far less than a Python
+    ``__init__``."""
+
+    request: PreparedRequest
+    settings: CallSettings  # the client's, with the call's parameters over them
+    deadline_at: float | None  # the deadline as a time of `time.monotonic`
+    retries: int = 0
+    attempt_started: float = 0.0  # when the attempt began (`start_attempt`), for its DEBUG line
+
+    def start_attempt(self) -> Timeouts:
+        """Start an attempt: its clock (for its DEBUG line, `log_attempt`), and its timeouts,
+        shortened to what is left of the deadline."""
+        self.attempt_started = now = time.monotonic()
+        if self.deadline_at is None:
+            return self.settings.timeouts
+        remaining = self.deadline_at - now
+        if remaining <= 0:
+            raise errors.APITimeoutError("the call's deadline expired")
+        return self.settings.timeouts.capped(remaining)
+
+    def backoff(self, exc: errors.LMClientError) -> float:
+        """The pause before retrying after ``exc``; re-raises ``exc`` if it must not be retried,
+        its message then naming the request it came from (``... (GET /v1/models)``): a call
+        may send set-up requests before its own, and an error must say which one failed. Every
+        error of a call passes here first: the client's key leaves the server's text in it
+        before it is logged or raised (`scrub`)."""
+        scrub(exc, self.request.headers)
+        try:
+            return self._backoff(exc)
+        except errors.LMClientError as raised:
+            name_request(raised, self.request)
+            raise
+
+    def _backoff(self, exc: errors.LMClientError) -> float:
+        """The pause before retrying after ``exc``; re-raises ``exc`` if it must not be retried:
+        an error status the server did not mark retryable, or any other `APIError` than a
+        connection error or timeout (a `ProtocolError`: the same request gets the same bytes)."""
+        if self.retries >= self.settings.max_retries:
+            raise exc
+        if isinstance(exc, errors.APIStatusError):
+            forced = exc.should_retry
+            retryable = exc.status_code in RETRY_STATUSES if forced is None else forced
+            if not retryable or (exc.retry_after is not None and exc.retry_after > MAX_RETRY_AFTER):
+                raise exc
+            delay = exc.retry_after
+        elif isinstance(exc, errors.APIConnectionError):
+            delay = None
+        else:
+            raise exc
+        if delay is None:
+            base = min(0.5 * 2**self.retries, 8.0)
+            delay = base * (1 - 0.25 * random.random())
+        if self.deadline_at is not None and time.monotonic() + delay >= self.deadline_at:
+            raise exc  # the pause alone would outlive the deadline: report what happened
+        self.retries += 1
+        log.warning(
+            "retry %d of %d for %s %s in %.2f s after %s: %s",
+            self.retries,
+            self.settings.max_retries,
+            self.request.method,
+            httpx.URL(self.request.url).path,
+            delay,
+            type(exc).__name__,
+            exc,
+        )
+        return delay
+
+    def log_attempt(self, status: int, headers: Mapping[str, str]) -> None:
+        """One DEBUG line per attempt; never the key, the prompt or the output. (An answer
+        that no attempt sent, a batch file's, is untimed.)"""
+        started = self.attempt_started
+        log.debug(
+            "%s %s -> %d in %s (retry %d, request id %s)",
+            self.request.method,
+            httpx.URL(self.request.url).path,
+            status,
+            f"{(time.monotonic() - started) * 1000:.1f} ms" if started else "untimed",
+            self.retries,
+            scrub_text(headers.get("x-request-id"), secrets_of(self.request.headers)),
+        )
+
+
+def name_request(exc: errors.LMClientError, request: PreparedRequest) -> None:
+    """Add the request's method and path to the message of ``exc`` (once). An invalid output
+    (`ValidationError`) is about the model's text, and a closed client about the client, not a
+    request: they keep their messages."""
+    if isinstance(exc, (errors.ValidationError, errors.ClientClosedError)) or not exc.args:
+        return
+    named = f"({request.method} {httpx.URL(request.url).path})"
+    message = str(exc.args[0])
+    if not message.endswith(named):
+        exc.args = (f"{message} {named}", *exc.args[1:])
+
+
+def deadline_at(settings: CallSettings) -> float | None:
+    """The time of `time.monotonic` by which a call with ``settings`` must end, if any."""
+    deadline = settings.deadline
+    return None if deadline is None else time.monotonic() + deadline
+
+
+class Lookup(Attempts, Generic[V], kw_only=True):
+    """A set-up request (the model list, a probe): its answer is a plain value, not a `Response`."""
+
+    decode: Callable[[bytes], V]
+
+    @classmethod
+    def new(
+        cls,
+        settings: CallSettings,
+        request: PreparedRequest,
+        decode: Callable[[bytes], V],
+        params: Mapping[str, Any],
+    ) -> Lookup[V]:
+        """The look-up of ``request``, with its parameters' settings over the client's."""
+        settings = settings.given(params)
+        return cls(
+            request=request, settings=settings, deadline_at=deadline_at(settings), decode=decode
+        )
+
+    def finish(self, status: int, headers: Mapping[str, str], body: bytes) -> V:
+        """The decoded answer of a complete HTTP response, or its typed error."""
+        if log.isEnabledFor(logging.DEBUG):
+            self.log_attempt(status, headers)
+        if status >= 300:
+            raise api_error(status, headers, body)
+        return self.decode(body)
+
+
+class Listing(list[str]):
+    """The served models' ids, and ``owner``: the ``owned_by`` every card names, if they name
+    one and the same (``None`` otherwise)."""
+
+    owner: str | None = None
+
+
+class Call(Attempts, kw_only=True):
+    """One generation's state across attempts: what to send, when to give up, what came back."""
+
+    spec: OutputSpec[Any]
+    plan: Plan
+    endpoint: Endpoint
+    caveat: str  # what the errors of invalid output add (`ClientCore.caveat`)
+    tools: dict[str, Tool[Any]] | None = None  # its answer's tool calls are decoded with these
+    tool_choice: Any = None  # read only when there are tools
+    reasks: int = 0
+    attempts: Sequence[str] = ()  # texts of the answers re-asked so far
+    spent: Usage | None = None  # the usage of the answers re-asked so far (`add_usage`)
+
+    @classmethod
+    def new(
+        cls,
+        settings: CallSettings,
+        request: PreparedRequest,
+        *,
+        spec: OutputSpec[Any],
+        plan: Plan,
+        endpoint: Endpoint,
+        caveat: str,
+        params: Mapping[str, Any],
+    ) -> Call:
+        """The call of ``request``, with its parameters' settings over the client's."""
+        if params:
+            settings = settings.given(params)
+            tools = tool_table(params)
+        else:  # the client's settings, shared
+            tools = None
+        return cls(
+            request=request,
+            settings=settings,
+            deadline_at=deadline_at(settings),
+            spec=spec,
+            plan=plan,
+            endpoint=endpoint,
+            caveat=caveat,
+            tools=tools,
+            tool_choice=params.get("tool_choice") if tools else None,
+        )
+
+    def finish(self, status: int, headers: Mapping[str, str], body: bytes) -> Response[Any]:
+        """Turn a complete HTTP response into a `Response` or raise its typed error."""
+        if log.isEnabledFor(logging.DEBUG):
+            self.log_attempt(status, headers)
+        if status >= 300:
+            raise api_error(status, headers, body)
+        if self.endpoint == "chat":
+            return self._chat(decode_wire(_CHAT, body), body, headers)
+        return self._completion(decode_wire(_COMPLETION, body), body, headers)
+
+    def reask(self, exc: errors.ValidationError) -> Call:
+        """The call that asks again after an invalid answer, with that answer and the reason
+        appended as a correction request; re-raises ``exc`` (carrying every attempt's text)
+        when no re-ask is left, or when asking again cannot help (truncation, refusal)."""
+        exc.attempts = [*self.attempts, *exc.attempts]
+        hopeless = isinstance(exc, (errors.TruncatedError, errors.RefusalError))
+        if hopeless or self.reasks >= self.settings.max_reasks or self.endpoint != "chat":
+            raise exc
+        if self.deadline_at is not None and time.monotonic() >= self.deadline_at:
+            raise exc
+        assert self.request.body is not None
+        body = msgspec.json.decode(self.request.body)
+        if body.get("n", 1) != 1:
+            raise exc  # which of several choices to correct is not ours to pick
+        body["messages"] = [
+            *body["messages"],
+            {"role": "assistant", "content": exc.text},
+            {
+                "role": "user",
+                "content": f"That answer is invalid: {exc.detail}. "
+                "Answer again with only a valid value.",
+            },
+        ]
+        again = msgspec.structs.replace(
+            self,
+            request=msgspec.structs.replace(self.request, body=msgspec.json.encode(body)),
+            reasks=self.reasks + 1,
+            attempts=exc.attempts,
+            spent=exc.total_usage,
+        )
+        log.warning(
+            "re-ask %d of %d after invalid output: %s",
+            again.reasks,
+            self.settings.max_reasks,
+            exc.detail,
+        )
+        return again
+
+    # -- response bodies -------------------------------------------------------------------
+
+    def _chat(self, wire: ChatCompletion, body: bytes, headers: Mapping[str, str]) -> Response[Any]:
+        choices = wire.choices
+        if len(choices) == 1:
+            first = choices[0]
+            msg = first.message
+            text = msg.content
+            if (
+                text
+                and first.finish_reason == "stop"
+                and not msg.refusal
+                and first.logprobs is None
+                and not msg.tool_calls  # vLLM sends "tool_calls": [] with every message
+                and self.tools is None  # `result` holds the answer to the call's tool_choice
+            ):
+                reasoning = msg.reasoning or msg.reasoning_content
+                return self._one(text, wire, body, reasoning, headers)
+        elif not choices:
+            raise errors.ProtocolError("the response has no choices")
+        if len(choices) > 1:
+            choices = sorted(choices, key=lambda c: c.index)
+        first = choices[0]
+        msg = first.message
+        reasoning = msg.reasoning or msg.reasoning_content
+        refusal = next((c.message.refusal for c in choices if c.message.refusal), None)
+        return self.result(
+            [c.message.content or "" for c in choices],
+            [c.finish_reason for c in choices],
+            usage=wire.usage,
+            model=wire.model,
+            id=wire.id,
+            raw=body,
+            reasoning=reasoning,
+            refusal=refusal,
+            logprobs=first.logprobs.content if first.logprobs is not None else None,
+            tool_calls=msg.tool_calls,
+            headers=headers,
+        )
+
+    def _completion(
+        self, wire: Completion, body: bytes, headers: Mapping[str, str]
+    ) -> Response[Any]:
+        choices = wire.choices
+        if len(choices) == 1:
+            only = choices[0]
+            text = only.text
+            if text and only.finish_reason == "stop" and only.logprobs is None:
+                return self._one(text, wire, body, None, headers)
+        elif not choices:
+            raise errors.ProtocolError("the response has no choices")
+        choices = sorted(choices, key=lambda c: c.index)
+        first = choices[0].logprobs
+        return self.result(
+            [c.text or "" for c in choices],
+            [c.finish_reason for c in choices],
+            usage=wire.usage,
+            model=wire.model,
+            id=wire.id,
+            raw=body,
+            logprobs=first.normalized() if first is not None else None,
+            headers=headers,
+        )
+
+    def _one(
+        self,
+        text: str,
+        wire: ChatCompletion | Completion,
+        body: bytes,
+        reasoning: str | None,
+        headers: Mapping[str, str],
+    ) -> Response[Any]:
+        """`result` for the common answer: one choice, ended by "stop", with content, without
+        a refusal or logprobs, so that only its decoding can fail."""
+        usage = wire.usage
+        try:
+            value = self.plan.decode(text)
+        except errors.ValidationError as exc:
+            error = self.unapplied(text) or exc
+            self.spend(error, usage)
+            raise self.explained(error) from None
+        return self._response(
+            values=[value],
+            texts=[text],
+            reasons=["stop"],
+            usage=usage,
+            model=wire.model,
+            id=wire.id,
+            raw=body,
+            reasoning=reasoning,
+            headers=headers,
+        )
+
+    def spend(self, exc: errors.ValidationError, usage: Usage | None) -> None:
+        """Put on ``exc`` the usage of the answer it rejects, and the call's total so far."""
+        exc.usage = usage
+        exc.total_usage = add_usage(self.spent, usage)
+
+    def result(
+        self,
+        texts: list[str],
+        reasons: list[str | None],
+        *,
+        usage: Usage | None,
+        model: str | None,
+        id: str | None,
+        raw: bytes | list[bytes],
+        reasoning: str | None = None,
+        refusal: str | None = None,
+        logprobs: list[TokenLogprob] | None = None,
+        tool_calls: list[WireToolCall] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Response[Any]:
+        """Validate every choice's text into the output type, and the first choice's tool
+        calls into their tools' types; the same for bodies and streams. ``raw`` is the body
+        (a stream: its events' data), kept for `Response.raw`, ``headers`` the response's,
+        for `Response.headers`."""
+        try:
+            values, calls = self._validated(texts, reasons, usage, reasoning, refusal, tool_calls)
+        except errors.ValidationError as exc:
+            self.spend(exc, usage)
+            raise
+        return self._response(
+            values=values,
+            texts=texts,
+            reasons=reasons,
+            usage=usage,
+            model=model,
+            id=id,
+            raw=raw,
+            reasoning=reasoning,
+            logprobs=logprobs,
+            headers=headers,
+            tool_calls=calls,
+        )
+
+    def _response(
+        self,
+        *,
+        values: list[Any],
+        texts: list[str],
+        reasons: list[str | None],
+        usage: Usage | None,
+        model: str | None,
+        id: str | None,
+        raw: bytes | list[bytes],
+        reasoning: str | None,
+        headers: Mapping[str, str] | None,
+        logprobs: list[TokenLogprob] | None = None,
+        tool_calls: tuple[ToolCall[Any], ...] = (),
+    ) -> Response[Any]:
+        """The `Response` of validated values, with this call's counts and usage so far."""
+        spent = self.spent
+        return Response(
+            values=values,
+            texts=texts,
+            finish_reasons=reasons,
+            usage=usage,
+            model=model,
+            id=id,
+            _body=raw,
+            total_usage=usage if spent is None else add_usage(spent, usage),
+            reasoning=reasoning,
+            logprobs=logprobs,
+            retries=self.retries,
+            reasks=self.reasks,
+            compact=self.plan.compact,
+            _headers=headers,
+            tool_calls=tool_calls,
+        )
+
+    def _validated(
+        self,
+        texts: list[str],
+        reasons: list[str | None],
+        usage: Usage | None,
+        reasoning: str | None,
+        refusal: str | None,
+        tool_calls: list[WireToolCall] | None,
+    ) -> tuple[list[Any], tuple[ToolCall[Any], ...]]:
+        """Every choice's value, and the first choice's tool calls, validated."""
+        if refusal:
+            raise errors.RefusalError(refusal, text=texts[0], output_type=self._type)
+        constrained = self.spec.kind != "text"
+        values = []
+        for text, reason in zip(texts, reasons, strict=True):
+            if reason == "content_filter":
+                raise errors.RefusalError(
+                    "the server filtered the output (finish_reason 'content_filter')",
+                    text=text,
+                    output_type=self._type,
+                )
+            if reason == "abort":  # SGLang aborts a request it cannot finish
+                raise errors.ServerError("the server aborted the generation", status_code=200)
+            if reason == "length" and constrained:
+                raise self.explained(
+                    self.unapplied(text)
+                    or errors.TruncatedError(text=text, output_type=self._type, usage=usage)
+                )
+            if not text and reasoning and constrained:
+                raise errors.ValidationError(
+                    "the message content is empty but reasoning is present: the model may "
+                    "have spent max_tokens on thinking",
+                    text=text,
+                    output_type=self._type,
+                )
+            try:
+                values.append(self.plan.decode(text))
+            except errors.ValidationError as exc:
+                error = self.unapplied(text) or exc
+                if len(texts) > 1:
+                    error.attempts = list(texts)
+                raise self.explained(error) from None  # its message completed
+        calls: tuple[ToolCall[Any], ...] = ()
+        if self.tools:
+            cut = reasons[0] == "length"
+            try:
+                calls = tuple(decode_calls(self.tools, tool_calls)) if tool_calls else ()
+                check_choice(self.tool_choice, calls, texts[0])
+            except errors.ValidationError as exc:
+                if not cut:
+                    raise
+                # The call, or its arguments, did not fit in max_tokens; with no call at all,
+                # the server may as well have ignored the tools: both are said.
+                truncated = errors.TruncatedError(text=exc.text, output_type=None, usage=usage)
+                if not tool_calls:
+                    truncated.args = (f"{truncated}; {exc.detail}",)
+                raise truncated from None
+        return values, calls
+
+    def unapplied(self, text: str) -> errors.ConstraintIgnoredError | None:
+        """The error for an answer that shows the constraint was never applied (`unapplied`),
+        if ``text`` does: said instead of a cut or a decoding error, which would mislead."""
+        why = unapplied(self.spec, self.plan, text)
+        if why is None:
+            return None
+        return errors.ConstraintIgnoredError(
+            text=text,
+            output_type=self._type,
+            fields=list(self.plan.fields),
+            dialect=self.plan.dialect,
+            why=why,
+        )
+
+    def explained(self, exc: errors.ValidationError) -> errors.ValidationError:
+        """``exc``, its message followed by the set-up's caveat, if any."""
+        if self.caveat:
+            exc.args = (f"{exc}; {self.caveat}",)
+        return exc
+
+    @property
+    def _type(self) -> Any:
+        return self.spec.output_type
+
+
+_CHAT = msgspec.json.Decoder(ChatCompletion)
+_COMPLETION = msgspec.json.Decoder(Completion)
+
+
+def decode_wire(decoder: msgspec.json.Decoder[Any], body: bytes) -> Any:
+    """A response body decoded, or the `ProtocolError` carrying it: refused unread where it
+    nests deeper than any answer (`lmclient._output.depth`)."""
+    if nested_deeper(body, MAX_DEPTH):
+        raise errors.ProtocolError(f"unexpected response body ({too_deep(MAX_DEPTH)})", body=body)
+    try:
+        return decoder.decode(body)
+    except DECODE_ERRORS as exc:
+        raise errors.ProtocolError(f"unexpected response body ({exc})", body=body) from None
