@@ -406,9 +406,18 @@ def test_ctrl_c_exits_130_without_a_traceback(fake: FakeLLM, url: str) -> None:
             asked.set()
 
     fake.on_request = on_request
-    with subprocess.Popen(
-        [str(SCRIPT), "generate", "Q", "--url", url], stderr=subprocess.PIPE, text=True
-    ) as process:
+    # A child inherits an ignored SIGINT through exec, and Python then leaves it ignored: the
+    # case under a background job of a non-interactive shell (`make test &`, `(... &)`), where
+    # this Ctrl-C never arrived and the call waited out the fake's held answer. A handled
+    # signal is reset to its default by exec, so the child starts as a terminal's would.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        process = subprocess.Popen(
+            [str(SCRIPT), "generate", "Q", "--url", url], stderr=subprocess.PIPE, text=True
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    with process:
         assert asked.wait(30)
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=30)
