@@ -255,12 +255,14 @@ class ClientCore:
         output_type: Any,
         endpoint: Endpoint,
         params: Mapping[str, Any],
-    ) -> tuple[OutputSpec[Any], Planned | None, list[Any] | None]:
+    ) -> tuple[OutputSpec[Any], Planned | None, list[Any] | None, bool]:
         """`validate`, with what its checks computed: the prompt's messages, if it was given as
-        messages, and the plan once the dialect is known. The checks of parameters that need
-        more than their type (headers, reasoning, tools, serving, model, extra_body) run only
-        for the calls that give one: the usual call's parameters (``temperature``,
-        ``max_tokens``...) pass with `check_params` alone."""
+        messages, the plan once the dialect is known, and whether the call (or the client's
+        defaults) gives any parameter of `_CHECKED`, so that building its request asks no
+        more (a header, a reasoning control, a tool...: none in the usual call). The checks of
+        parameters that need more than their type (headers, reasoning, tools, serving, model,
+        extra_body) run only for the calls that give one: the usual call's parameters
+        (``temperature``, ``max_tokens``...) pass with `check_params` alone."""
         if params:
             check_params(where, params, allow_n=where == "create")
         defaults = self.defaults
@@ -282,7 +284,7 @@ class ClientCore:
             raise TypeError("complete() takes a str prompt")
         dialect = self.dialect or self.forced  # only forced: not probed yet, or a batch file's
         if dialect is None:
-            return spec, None, messages
+            return spec, None, messages, special
         planned = self._plans.get(spec, endpoint, dialect)  # the dialect's refusals, now
         planned.check_server(self.server_info, endpoint)
         controls = None  # the reasoning controls, refused now where the server has no field
@@ -313,7 +315,7 @@ class ClientCore:
                     f"{where}(): max_tokens={max_tokens} cannot hold any {spec.name} value: "
                     f"its shortest encoding needs at least {budget.fewest} tokens{after}"
                 )
-        return spec, planned, messages
+        return spec, planned, messages, special
 
     def batch(
         self,
@@ -353,13 +355,15 @@ class ClientCore:
         """Validate a call's input and build its request, once the client is `ready`; raises
         before anything is sent. The body is one dict, encoded by msgspec in one pass, with the
         plan's fields already encoded (`Planned`)."""
-        spec, planned, messages = self._checked(where, prompt, output_type, endpoint, params)
+        spec, planned, messages, special = self._checked(
+            where, prompt, output_type, endpoint, params
+        )
         assert planned is not None, "set-up (model, dialect) must come first"
         merged = {**self.defaults, **params} if self.defaults else params
         headers = self._post_headers
-        if merged and not HEADER_PARAMS.isdisjoint(merged):
+        if special and not HEADER_PARAMS.isdisjoint(merged):  # (HEADER_PARAMS: in _CHECKED)
             headers = self._call_headers(merged, planned.dialect)
-        body = _encode(self._body(prompt, messages, endpoint, merged, stream, planned))
+        body = _encode(self._body(prompt, messages, endpoint, merged, stream, planned, special))
         return Call.new(
             self.settings,
             PreparedRequest("POST", self._urls[endpoint], headers, body),
@@ -431,8 +435,10 @@ class ClientCore:
         params: Mapping[str, Any],
         stream: bool,
         planned: Planned,
+        special: bool,
     ) -> dict[str, Any]:
-        """The request body; ``messages`` are the prompt's when it was given as messages."""
+        """The request body; ``messages`` are the prompt's when it was given as messages,
+        ``special`` whether ``params`` hold any of `_CHECKED` (`_checked` has told)."""
         body: dict[str, Any] = {"model": params.get("model") or self.model}
         if endpoint == "completions":
             body["prompt"] = prompt
@@ -441,7 +447,7 @@ class ClientCore:
         thinking: int | None = 0  # the tokens thinking may take first (`thinking_room`)
         if params:
             _add_params(body, params, endpoint)
-        if params and not _CHECKED.isdisjoint(params):  # the rare parameters, at one test
+        if special:  # the rare parameters, told apart once (`_checked`)
             if not REASONING_PARAMS.isdisjoint(params):
                 controls = reasoning_params(params, {})
                 body.update(reasoning_fields(planned.dialect.name, endpoint, controls))
