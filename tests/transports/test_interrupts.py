@@ -148,13 +148,25 @@ def test_interrupted_while_waiting(
     handler: type[BaseException], where: str, raised: type[BaseException]
 ) -> None:
     """The server holds its answer (before its head, or mid-body, mid-stream); the signal is
-    sent as the request arrives, while the call waits for the answer. 50 times each."""
-    armed = threading.Event()
+    sent once the request has arrived, while the call waits for the answer. 50 times each.
+
+    The signal is sent again every 10 ms until the call has ended: Python drops an exception
+    raised in a finalizer (a `__del__`, a collected generator's close), so a handler that runs
+    inside one, which a garbage collection may start at any line, raises into nothing. A late
+    signal, once the call has ended, raises nothing (``calling`` is clear)."""
+    arrived = threading.Event()
+    ended = threading.Event()
+    calling = threading.Event()
 
     def on_request(request: RecordedRequest) -> None:
-        if armed.is_set() and request.endpoint == "chat":
-            armed.clear()
-            interrupt_main_thread()
+        if calling.is_set() and request.endpoint == "chat":
+            arrived.set()
+
+    def pump() -> None:
+        while not ended.is_set():
+            if arrived.wait(0.01) and not ended.is_set():
+                interrupt_main_thread()
+                ended.wait(0.01)
 
     fake = FakeLLM(on_request=on_request)
     with fake.serve() as url, lmclient.Client(url, "m", dialect="vllm", max_retries=0) as client:
@@ -162,7 +174,8 @@ def test_interrupted_while_waiting(
         previous = signal.getsignal(signal.SIGUSR1)
 
         def on_signal(signum: int, frame: FrameType | None) -> None:
-            raise raised
+            if calling.is_set():
+                raise raised
 
         signal.signal(signal.SIGUSR1, on_signal)
         try:
@@ -171,14 +184,26 @@ def test_interrupted_while_waiting(
                     fake.delay(float("inf"))
                 else:
                     fake.stall(after=1)
-                armed.set()
-                with pytest.raises(raised):
-                    if where == "stream":
-                        with client.stream("a stream of words to read") as deltas:
-                            for _ in deltas:
-                                pass
-                    else:
-                        client.generate("hi")
+                arrived.clear()
+                ended.clear()
+                pumping = threading.Thread(target=pump, name="interrupts")
+                pumping.start()
+                try:
+                    with pytest.raises(raised):
+                        calling.set()
+                        try:
+                            if where == "stream":
+                                with client.stream("a stream of words to read") as deltas:
+                                    for _ in deltas:
+                                        pass
+                            else:
+                                client.generate("hi")
+                        finally:
+                            calling.clear()
+                finally:
+                    ended.set()
+                    pumping.join(10)
+                assert arrived.is_set()  # interrupted while waiting, not before it asked
                 assert in_use(client) == 0
         finally:
             signal.signal(signal.SIGUSR1, previous)
