@@ -120,7 +120,11 @@ def test_the_graph_reads_function_imports_and_skips_type_checking(tmp_path: Path
 
 # Optional dependencies: a module that needs one imports when it is installed (the dev venv has
 # them all), else fails saying which is missing.
-OPTIONAL = {"lmclient.ray": "ray", "lmclient._otel": "opentelemetry"}
+# Each module behind an extra: the package it needs, and what its import says without it.
+OPTIONAL = {
+    "lmclient.ray": ("ray", "pip install 'lmclient[ray]'"),
+    "lmclient._otel": ("opentelemetry", "No module named 'opentelemetry"),
+}
 
 # One fresh interpreter imports the third-party modules lmclient's modules use (only to pay for
 # them once: they import nothing of lmclient), then forks a child per lmclient module, in which
@@ -159,9 +163,9 @@ def test_each_module_imports_alone() -> None:
         check=True,
     )
     failed = dict(line.split(" ", 1) for line in out.stdout.splitlines())
-    for name, dependency in OPTIONAL.items():
+    for name, (dependency, said) in OPTIONAL.items():
         if importlib.util.find_spec(dependency) is None:
-            assert f"No module named '{dependency}" in failed.pop(name, ""), name
+            assert said in failed.pop(name, ""), name
     assert not failed, failed
 
 
