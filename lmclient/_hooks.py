@@ -46,19 +46,7 @@ if TYPE_CHECKING:
     from ._response import Response
     from ._stream_state import StreamState
 
-__all__ = [
-    "CallFailed",
-    "CallFinished",
-    "Hook",
-    "HookEvent",
-    "Observer",
-    "Reasking",
-    "RequestSent",
-    "ResponseHead",
-    "Retrying",
-    "StreamFinished",
-    "Watch",
-]
+__all__ = ["Hook", "Observer", "Watch"]  # (the events are `_events`'s: imported from there)
 
 
 _MODULES = sys.modules
