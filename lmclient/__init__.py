@@ -25,6 +25,7 @@ from .errors import (
     ConstraintIgnoredError,
     ContextLengthError,
     LMClientError,
+    MediaError,
     NotFoundError,
     PermissionDeniedError,
     ProtocolError,
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
         StreamFinished,
     )
     from ._headers import Headers
+    from ._media import Audio, Image, Media, Video
     from ._output.markers import Choice, Grammar, JsonSchema, Regex
     from ._params import CallParams, CreateParams, FileParams
     from ._progress import Progress
@@ -77,6 +79,10 @@ _LAZY = {
     "ServerInfo": "_dialects",
     "Embeddings": "_embeddings",
     "Headers": "_headers",
+    "Audio": "_media",
+    "Image": "_media",
+    "Media": "_media",
+    "Video": "_media",
     "CallFailed": "_events",
     "CallFinished": "_events",
     "Hook": "_events",
@@ -119,6 +125,7 @@ __all__ = [
     "APITimeoutError",
     "AsyncClient",
     "AsyncStream",
+    "Audio",
     "AuthenticationError",
     "BadRequestError",
     "CallFailed",
@@ -138,9 +145,12 @@ __all__ = [
     "Headers",
     "Hook",
     "HookEvent",
+    "Image",
     "JsonSchema",
     "LMClientError",
     "LlamaCppTimings",
+    "Media",
+    "MediaError",
     "NotFoundError",
     "PermissionDeniedError",
     "Progress",
@@ -167,6 +177,7 @@ __all__ = [
     "Usage",
     "UsageTotal",
     "ValidationError",
+    "Video",
     "VllmMetrics",
     "__version__",
 ]

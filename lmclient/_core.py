@@ -33,8 +33,9 @@ from ._dialects import (
     get_dialect,
 )
 from ._extra import merge_extra
+from ._media import check_media, content_media, prompt_messages, wire_messages
 from ._output.types import OutputSpec, compile_output
-from ._params import CALL_PARAMS, check_params, env_api_key, env_base_url
+from ._params import CALL_PARAMS, Prompt, check_params, env_api_key, env_base_url
 from ._plans import Planned, Plans
 from ._reasoning import REASONING_PARAMS, reasoning_fields, reasoning_params, thinking_room
 from ._request import CallSettings, PreparedRequest, Timeouts
@@ -248,6 +249,14 @@ class ClientCore:
         """Every check of a call's input that needs no server: run before any request."""
         return self._checked(where, prompt, output_type, endpoint, params)[0]
 
+    def _check_media(self, where: str, dialect: Dialect, messages: list[Any]) -> None:
+        """The media of a call's messages refused where the server, or its model, cannot take
+        them (`check_media`): before any request."""
+        info = self.server_info
+        inputs = None if info is None else info.inputs
+        models = ", ".join(info.models) if info is not None and info.models else "served"
+        check_media(where, dialect.name, content_media(messages), inputs, models)
+
     def _checked(
         self,
         where: str,
@@ -255,9 +264,10 @@ class ClientCore:
         output_type: Any,
         endpoint: Endpoint,
         params: Mapping[str, Any],
-    ) -> tuple[OutputSpec[Any], Planned | None, list[Any] | None, bool]:
+    ) -> tuple[OutputSpec[Any], Planned | None, list[Any] | None, bool, bool]:
         """`validate`, with what its checks computed: the prompt's messages, if it was given as
-        messages, the plan once the dialect is known, and whether the call (or the client's
+        messages or parts, the plan once the dialect is known, whether the messages have parts
+        (text and media) to translate for the server, and whether the call (or the client's
         defaults) gives any parameter of `_CHECKED`, so that building its request asks no
         more (a header, a reasoning control, a tool...: none in the usual call). The checks of
         parameters that need more than their type (headers, reasoning, tools, serving, model,
@@ -275,18 +285,22 @@ class ClientCore:
             self._check_headers(where, {**defaults, **params})
         spec = compile_output(output_type)
         messages = None  # a prompt given as messages (a str is one user message)
+        parts = False  # whether they hold parts to translate (text and media)
         if endpoint == "chat":
             if not isinstance(prompt, str):
-                messages = _messages(prompt)
+                messages, parts = prompt_messages(prompt)
         elif endpoint != "completions":
             raise ValueError(f"endpoint must be 'chat' or 'completions', not {endpoint!r}")
         elif not isinstance(prompt, str):
             raise TypeError("complete() takes a str prompt")
         dialect = self.dialect or self.forced  # only forced: not probed yet, or a batch file's
         if dialect is None:
-            return spec, None, messages, special
+            return spec, None, messages, parts, special
         planned = self._plans.get(spec, endpoint, dialect)  # the dialect's refusals, now
         planned.check_server(self.server_info, endpoint)
+        if parts:
+            assert messages is not None
+            self._check_media(where, dialect, messages)
         controls = None  # the reasoning controls, refused now where the server has no field
         if special:
             if not (REASONING_PARAMS.isdisjoint(params) and REASONING_PARAMS.isdisjoint(defaults)):
@@ -315,7 +329,7 @@ class ClientCore:
                     f"{where}(): max_tokens={max_tokens} cannot hold any {spec.name} value: "
                     f"its shortest encoding needs at least {budget.fewest} tokens{after}"
                 )
-        return spec, planned, messages, special
+        return spec, planned, messages, parts, special
 
     def batch(
         self,
@@ -345,7 +359,7 @@ class ClientCore:
     def prepare(
         self,
         where: str,
-        prompt: str | Sequence[Mapping[str, Any]],
+        prompt: Prompt,
         output_type: Any,
         endpoint: Endpoint,
         params: dict[str, Any],
@@ -355,10 +369,13 @@ class ClientCore:
         """Validate a call's input and build its request, once the client is `ready`; raises
         before anything is sent. The body is one dict, encoded by msgspec in one pass, with the
         plan's fields already encoded (`Planned`)."""
-        spec, planned, messages, special = self._checked(
+        spec, planned, messages, parts, special = self._checked(
             where, prompt, output_type, endpoint, params
         )
         assert planned is not None, "set-up (model, dialect) must come first"
+        if parts:  # text and media parts as the server reads them
+            assert messages is not None
+            messages = wire_messages(messages, planned.dialect.name)
         merged = {**self.defaults, **params} if self.defaults else params
         headers = self._post_headers
         if special and not HEADER_PARAMS.isdisjoint(merged):  # (HEADER_PARAMS: in _CHECKED)
@@ -492,14 +509,12 @@ _encode = msgspec.json.Encoder().encode
 
 
 def _messages(prompt: Any) -> list[Any]:
-    """A prompt given as messages, checked; a copy, so the caller's list is not the body's."""
-    if isinstance(prompt, (list, Sequence)) and prompt:
-        messages = list(prompt)
-        for m in messages:  # a list of dicts, as nearly always, needs no look-up of the ABCs
-            if not isinstance(m, (dict, Mapping)) or not isinstance(m.get("role"), str):
-                raise TypeError("each message must be a mapping with a 'role' str")
-        return messages
-    raise TypeError("prompt must be a str or a non-empty list of message dicts")
+    """A prompt given as messages of text, checked (for a token count: the servers' tokenizer
+    endpoints take no media); a copy, so the caller's list is not the body's."""
+    messages, parts = prompt_messages(prompt)
+    if parts and content_media(messages):
+        raise TypeError("a token count takes messages of text, without media")
+    return messages if not parts else wire_messages(messages, "generic")
 
 
 _TOOL_PARAMS = frozenset({"tools", "tool_choice"})

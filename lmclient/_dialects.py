@@ -453,6 +453,9 @@ class ServerInfo(msgspec.Struct, frozen=True):
     # Whether the server can render tools and parse the model's calls (llama.cpp's /props
     # ``chat_template_caps``); ``None`` where the server does not say.
     tools: bool | None = None
+    # The media kinds ("image", "audio", "video") its model takes (llama.cpp's /props
+    # ``modalities``: what its --mmproj projector reads); ``None`` where the server does not say.
+    inputs: frozenset[str] | None = None
 
 
 def detect(host: str, probes: dict[str, Any], models: list[str]) -> ServerInfo:
@@ -474,5 +477,17 @@ def detect(host: str, probes: dict[str, Any], models: list[str]) -> ServerInfo:
                 caps = answer.get("chat_template_caps")
                 tools = caps.get("supports_tool_calls") if isinstance(caps, dict) else None
                 tools = tools if isinstance(tools, bool) else None
-                return ServerInfo(server.kind, server.dialect or dialect, version, models, tools)
+                kind, name = server.kind, server.dialect or dialect
+                return ServerInfo(kind, name, version, models, tools, _inputs(answer))
     return ServerInfo("unknown", "generic", None, models)
+
+
+_MODALITIES = {"vision": "image", "audio": "audio", "video": "video"}
+
+
+def _inputs(answer: dict[str, Any]) -> frozenset[str] | None:
+    """The media kinds a llama.cpp /props answer says its model takes (``modalities``)."""
+    said = answer.get("modalities")
+    if not isinstance(said, dict):
+        return None
+    return frozenset(kind for key, kind in _MODALITIES.items() if said.get(key) is True)

@@ -15,6 +15,7 @@ from typing import Any, Literal, TypedDict
 
 import httpx
 
+from ._media import Media
 from ._request import Timeouts
 from ._serving import SERVING_PARAMS, serving_problem
 from ._tools import Tool
@@ -32,7 +33,8 @@ __all__ = [
     "env_base_url",
 ]
 
-Prompt = str | Sequence[Mapping[str, Any]]
+# A str, messages, or a list of text and media parts (one user message)
+Prompt = str | Sequence[Mapping[str, Any]] | Sequence[str | Media]
 
 
 class FileParams(TypedDict, total=False):

@@ -19,6 +19,7 @@ The exception hierarchy. Every failure a caller can see is one of these:
     + ConstraintIgnoredError     the answer shows the constraint fields never reached the decoder
     + RefusalError               message.refusal or finish_reason == "content_filter"
   x UnsupportedConstraintError   the dialect cannot express the constraint (raised before sending)
+  x MediaError                   an image, audio or video that cannot be sent (before sending)
   x ConfigurationError           the client cannot be made as asked: URL, header, API key, limit
   x ClientClosedError            a call on a closed client (also a RuntimeError, as httpx's)
 
@@ -51,6 +52,7 @@ __all__ = [
     "ConstraintIgnoredError",
     "ContextLengthError",
     "LMClientError",
+    "MediaError",
     "NotFoundError",
     "PermissionDeniedError",
     "ProtocolError",
@@ -260,6 +262,12 @@ class RefusalError(ValidationError):
 
 class UnsupportedConstraintError(LMClientError, ValueError):
     """The server's dialect cannot express this output type; raised before anything is sent."""
+
+
+class MediaError(LMClientError, ValueError):
+    """An image, audio clip or video that cannot be sent: over its size bound, of an unknown or
+    wrong MIME type, or of a kind (or form: a URL, a format) that the server, or the model it
+    serves, does not take; raised before anything is sent."""
 
 
 class ConfigurationError(LMClientError, ValueError):
