@@ -74,15 +74,19 @@ class Media(msgspec.Struct, frozen=True):
 
     @classmethod
     def from_bytes(
-        cls, data: bytes, mime: str | None = None, *, max_bytes: int = MAX_MEDIA_BYTES
+        cls,
+        data: bytes | bytearray | memoryview,
+        mime: str | None = None,
+        *,
+        max_bytes: int = MAX_MEDIA_BYTES,
     ) -> Self:
         """The media of ``data``; its MIME type as given, else read from its first bytes (PNG,
         JPEG, GIF, WebP, WAV, MP3, FLAC, Ogg, MP4, WebM). At most ``max_bytes`` long."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"{cls.__name__}.from_bytes() takes bytes, not {type(data).__name__}")
-        data = bytes(data)
-        _check_size(cls, len(data), max_bytes)
-        return cls(_checked_mime(cls, mime or _sniff(data)), data)
+        held = bytes(data)  # the same object when it is bytes
+        _check_data(cls, held, max_bytes)
+        return cls(_checked_mime(cls, mime or _sniff(held)), held)
 
     @classmethod
     def from_path(
@@ -97,7 +101,7 @@ class Media(msgspec.Struct, frozen=True):
         with open(path, "rb") as fh:
             _check_size(cls, os.fstat(fh.fileno()).st_size, max_bytes)
             data = fh.read(max_bytes + 1)  # bounded, should the file grow meanwhile
-        _check_size(cls, len(data), max_bytes)
+        _check_data(cls, data, max_bytes)
         if not mime:
             mime = _sniff(data)
         if not mime:
@@ -143,7 +147,11 @@ def _check_size(cls: type[Media], size: int, max_bytes: int) -> None:
             f"{cls.__name__} of {size} bytes is over max_bytes={max_bytes}: pass a larger "
             "max_bytes= if the server takes it, or send a smaller one"
         )
-    if size == 0:
+
+
+def _check_data(cls: type[Media], data: bytes, max_bytes: int) -> None:
+    _check_size(cls, len(data), max_bytes)
+    if not data:
         raise MediaError(f"{cls.__name__} is empty")
 
 

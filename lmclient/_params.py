@@ -33,8 +33,9 @@ __all__ = [
     "env_base_url",
 ]
 
-# A str, messages, or a list of text and media parts (one user message)
-Prompt = str | Sequence[Mapping[str, Any]] | Sequence[str | Media]
+# A str, messages, or a list of text and media parts (one user message); one list is either
+# (checked when called), in one union so that type checkers infer a list literal's items.
+Prompt = str | Sequence[Mapping[str, Any] | str | Media]
 
 
 class FileParams(TypedDict, total=False):

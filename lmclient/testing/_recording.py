@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ._constraints import Constraint, read_constraint
+
+if TYPE_CHECKING:
+    from lmclient import Media
 
 __all__ = ["Endpoint", "RecordedRequest"]
 
@@ -66,6 +69,24 @@ class RecordedRequest:
         return [
             f["name"] for f in functions if isinstance(f, dict) and isinstance(f.get("name"), str)
         ]
+
+    @property
+    def media(self) -> list[Media]:
+        """The images, audio and video of the chat messages, oldest first, as lmclient's types
+        (`lmclient.Image`, ...): each ``data:`` URL or base64 ``input_audio`` decoded into its
+        bytes and MIME type, a fetched URL as ``from_url`` makes it. Equal to what was sent:
+        ``assert request.media == [Image.from_path(p)]``. Imports lmclient when first used."""
+        from lmclient._media import read_part
+
+        messages = self.body.get("messages") if isinstance(self.body, dict) else None
+        found: list[Media] = []
+        for m in messages if isinstance(messages, list) else ():
+            content = m.get("content") if isinstance(m, dict) else None
+            for part in content if isinstance(content, list) else ():
+                media = read_part(part)
+                if media is not None:
+                    found.append(media)
+        return found
 
     def texts(self, role: str) -> list[str]:
         """The text of every chat message with ``role`` (e.g. ``"system"``, ``"tool"``), oldest

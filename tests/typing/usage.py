@@ -44,6 +44,19 @@ async def usage(client: lmclient.Client, aclient: lmclient.AsyncClient) -> None:
     client.generate("x", n=2)  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue]
 
 
+async def media(client: lmclient.Client, aclient: lmclient.AsyncClient) -> None:
+    """A prompt may be a list of text and media parts, and a message's content likewise."""
+    image = lmclient.Image.from_bytes(b"\x89PNG\r\n\x1a\n...")
+    assert_type(image, lmclient.Image)
+    assert_type(lmclient.Audio.from_path("clip.wav"), lmclient.Audio)
+    assert_type(lmclient.Video.from_url("https://example.com/v.mp4"), lmclient.Video)
+    assert_type(client.generate(["What is in it?", image], Person), Person)
+    assert_type(await aclient.generate(["What is in it?", image]), str)
+    messages = [{"role": "user", "content": ["Compare them.", image, image]}]
+    assert_type(client.generate(messages, bool), bool)
+    client.generate(["x", 3])  # type: ignore[list-item]  # pyright: ignore[reportArgumentType]
+
+
 async def output_types(client: lmclient.Client, aclient: lmclient.AsyncClient) -> None:
     """Every type form infers its value's type (PEP 747 ``TypeForm``); markers give ``str``, a
     ``JsonSchema`` ``Any``; a value that is not a type is an error."""

@@ -1,0 +1,419 @@
+"""Images, audio and video in prompts (`lmclient._media`): the media types, the exact bytes each
+dialect sends, the refusals before any request, and both clients against FakeLLM over real
+sockets, which records them (`RecordedRequest.media`)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+import lmclient
+from lmclient import Audio, Image, Media, MediaError, Video, _core
+from lmclient._dialects import DIALECTS, PROBE_PATHS, detect
+from lmclient._media import MAX_MEDIA_BYTES, TAKES, data_url, read_part
+from lmclient.testing import FakeLLM
+from tests.helpers import FIXTURES
+
+# A real 1x1 PNG, a WAV head, an MP3 frame head, an MP4 box: what the sniffer reads
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+WAV = b"RIFF\x24\x00\x00\x00WAVEfmt \x10\x00\x00\x00\x01\x00\x01\x00" + bytes(20)
+MP3 = b"ID3\x03\x00\x00\x00\x00\x00\x00" + bytes(30)
+MP4 = b"\x00\x00\x00\x18ftypmp42" + bytes(30)
+QUESTION = "What is in it?"
+# The recorded /props of a real llama.cpp (Gemma 3 270M, no --mmproj)
+PROPS = json.loads((FIXTURES / "llamacpp-live" / "props.response.json").read_bytes())
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def body_bytes(dialect: str, prompt: Any, **kw: Any) -> bytes:
+    core = _core.ClientCore("http://h/v1", "m", dialect=dialect, **kw)
+    body = core.prepare("generate", prompt, str, "chat", {}).request.body
+    assert body is not None
+    return body
+
+
+def compact(value: Any) -> bytes:
+    """JSON as the body spells it: no whitespace."""
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def url_part(kind: str, url: str) -> dict[str, Any]:
+    return {"type": f"{kind}_url", f"{kind}_url": {"url": url}}
+
+
+# -- the media types -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cls", "data", "mime"),
+    [
+        (Image, PNG, "image/png"),
+        (Image, b"\xff\xd8\xff\xe0" + bytes(8), "image/jpeg"),
+        (Image, b"GIF89a" + bytes(8), "image/gif"),
+        (Image, b"RIFF\x00\x00\x00\x00WEBPVP8 ", "image/webp"),
+        (Audio, WAV, "audio/wav"),
+        (Audio, MP3, "audio/mpeg"),
+        (Audio, b"\xff\xfb\x90\x00" + bytes(8), "audio/mpeg"),
+        (Audio, b"\xff\xf3\x90\x00" + bytes(8), "audio/mpeg"),
+        (Audio, b"fLaC" + bytes(8), "audio/flac"),
+        (Audio, b"OggS" + bytes(8), "audio/ogg"),
+        (Video, MP4, "video/mp4"),
+        (Video, b"\x1a\x45\xdf\xa3" + bytes(8), "video/webm"),
+    ],
+)
+def test_from_bytes_reads_the_type_from_the_first_bytes(
+    cls: type[Media], data: bytes, mime: str
+) -> None:
+    media = cls.from_bytes(data)
+    assert (type(media), media.mime, media.data, media.url) == (cls, mime, data, None)
+
+
+def test_from_bytes_takes_a_given_type_of_its_kind_only() -> None:
+    assert Image.from_bytes(b"raw", "IMAGE/X-Raw").mime == "image/x-raw"
+    assert Image.from_bytes(bytearray(PNG)).data == PNG
+    with pytest.raises(MediaError, match="Audio cannot be of MIME type 'image/png'"):
+        Audio.from_bytes(PNG, "image/png")
+    with pytest.raises(MediaError, match="Video cannot be of MIME type 'image/png'"):
+        Video.from_bytes(PNG)
+    with pytest.raises(MediaError, match="MIME type is not known: pass mime="):
+        Image.from_bytes(b"not a known format")
+    with pytest.raises(MediaError, match="Image is empty"):
+        Image.from_bytes(b"", "image/png")
+    with pytest.raises(TypeError, match="takes bytes, not str"):
+        Image.from_bytes("iVBOR", "image/png")  # type: ignore[arg-type]
+
+
+def test_sizes_are_bounded() -> None:
+    assert MAX_MEDIA_BYTES == 20 * 1024 * 1024
+    assert Image.from_bytes(PNG, max_bytes=len(PNG)).data == PNG
+    with pytest.raises(MediaError, match=f"Image of {len(PNG)} bytes is over max_bytes=10"):
+        Image.from_bytes(PNG, max_bytes=10)
+    with pytest.raises(MediaError, match="over max_bytes=20971520"):
+        Image.from_bytes(PNG + bytes(MAX_MEDIA_BYTES))
+
+
+def test_from_path(tmp_path: Path) -> None:
+    png = tmp_path / "dot.png"
+    png.write_bytes(PNG)
+    assert Image.from_path(png) == Image.from_bytes(PNG)
+    assert Image.from_path(str(png), "image/x-dot").mime == "image/x-dot"
+    named = tmp_path / "clip.mp3"  # not sniffed: the file name says
+    named.write_bytes(b"\x00" * 16)
+    assert Audio.from_path(named).mime == "audio/mpeg"
+    unknown = tmp_path / "blob"
+    unknown.write_bytes(b"\x00" * 16)
+    with pytest.raises(MediaError, match="not known"):
+        Image.from_path(unknown)
+    with pytest.raises(MediaError, match=f"Image of {len(PNG)} bytes is over max_bytes=8"):
+        Image.from_path(png, max_bytes=8)
+    with pytest.raises(FileNotFoundError):
+        Image.from_path(tmp_path / "missing.png")
+
+
+def test_from_path_reads_no_more_than_the_bound(tmp_path: Path) -> None:
+    """A file that grows after its size was read (a FIFO says 0) is still read within the bound."""
+    fifo = tmp_path / "grows"
+    os.mkfifo(fifo)
+    fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
+    try:
+        os.write(fd, PNG)
+        with pytest.raises(MediaError, match="over max_bytes=16"):
+            Image.from_path(fifo, max_bytes=16)
+    finally:
+        os.close(fd)
+
+
+def test_from_url() -> None:
+    image = Image.from_url("https://example.com/a.png")
+    assert (image.url, image.mime, image.data) == ("https://example.com/a.png", "", None)
+    assert Video.from_url("http://h/v.mp4", "video/mp4").mime == "video/mp4"
+    for url in ("file:///etc/passwd", "data:image/png;base64,AAAA", "example.com/a.png"):
+        with pytest.raises(MediaError, match="takes an http\\(s\\) URL"):
+            Image.from_url(url)
+    with pytest.raises(MediaError, match="cannot be of MIME type"):
+        Image.from_url("https://h/a", "audio/wav")
+
+
+def test_repr_never_shows_the_bytes_and_equality_is_by_content() -> None:
+    assert repr(Image.from_bytes(PNG)) == f"Image(image/png, {len(PNG)} bytes)"
+    assert repr(Audio.from_url("https://h/a.wav")) == "Audio(unknown type, 'https://h/a.wav')"
+    assert Image.from_bytes(PNG) == Image.from_bytes(bytes(PNG))
+    assert Image.from_bytes(PNG) != Image.from_bytes(PNG + b"\x00")
+    assert len({Image.from_bytes(PNG), Image.from_bytes(PNG)}) == 1
+    with pytest.raises(AttributeError):
+        Image.from_bytes(PNG).mime = "image/gif"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 6, 1000, 65537])
+def test_a_data_url_is_the_standard_base64(size: int) -> None:
+    data = bytes(range(256)) * (size // 256) + bytes(range(size % 256))
+    expected = f'"data:image/png;base64,{b64(data)}"'.encode()
+    assert bytes(data_url("image/png", data)) == expected
+    assert msgspec.json.encode({"u": data_url("image/png", data)}) == b'{"u":' + expected + b"}"
+
+
+# -- what each dialect sends -----------------------------------------------------------------
+
+IMAGE = Image.from_bytes(PNG)
+IMAGE_URL = Image.from_url("https://example.com/a.png")
+AUDIO = Audio.from_bytes(WAV)
+MP3_AUDIO = Audio.from_bytes(MP3)
+VIDEO = Video.from_bytes(MP4)
+
+
+def sent_messages(dialect: str, prompt: Any) -> bytes:
+    body = body_bytes(dialect, prompt)
+    start = body.index(b'"messages":') + len(b'"messages":')
+    messages = msgspec.json.decode(body)["messages"]
+    return body[start : start + len(compact(messages))]
+
+
+@pytest.mark.parametrize("dialect", ["vllm", "vllm-guided", "sglang"])
+def test_vllm_and_sglang_get_a_url_part_of_every_kind(dialect: str) -> None:
+    prompt = [QUESTION, IMAGE, IMAGE_URL, AUDIO, VIDEO, Video.from_url("https://h/v.mp4")]
+    content = [
+        {"type": "text", "text": QUESTION},
+        url_part("image", f"data:image/png;base64,{b64(PNG)}"),
+        url_part("image", "https://example.com/a.png"),
+        url_part("audio", f"data:audio/wav;base64,{b64(WAV)}"),
+        url_part("video", f"data:video/mp4;base64,{b64(MP4)}"),
+        url_part("video", "https://h/v.mp4"),
+    ]
+    assert sent_messages(dialect, prompt) == compact([{"role": "user", "content": content}])
+
+
+@pytest.mark.parametrize("dialect", ["llamacpp", "openai", "generic"])
+def test_llamacpp_and_openai_get_image_url_and_input_audio(dialect: str) -> None:
+    prompt = [QUESTION, IMAGE, IMAGE_URL, AUDIO, MP3_AUDIO]
+    content = [
+        {"type": "text", "text": QUESTION},
+        url_part("image", f"data:image/png;base64,{b64(PNG)}"),
+        url_part("image", "https://example.com/a.png"),
+        {"type": "input_audio", "input_audio": {"data": b64(WAV), "format": "wav"}},
+        {"type": "input_audio", "input_audio": {"data": b64(MP3), "format": "mp3"}},
+    ]
+    assert sent_messages(dialect, prompt) == compact([{"role": "user", "content": content}])
+
+
+@pytest.mark.parametrize("dialect", ["ollama", "lmstudio", "tgi", "sglang-gateway"])
+def test_image_only_dialects_get_image_url(dialect: str) -> None:
+    content = [
+        url_part("image", f"data:image/png;base64,{b64(PNG)}"),
+        {"type": "text", "text": "?"},
+    ]
+    expected = compact([{"role": "user", "content": content}])
+    assert sent_messages(dialect, [IMAGE, "?"]) == expected
+
+
+def test_message_content_is_translated_and_the_rest_sent_as_given() -> None:
+    """Media in a message's content; the other messages, and content-part dicts, as they are;
+    the caller's messages are not changed."""
+    part = {"type": "text", "text": "as given", "extra": 1}
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": ["Compare", IMAGE, part, IMAGE_URL], "name": "u"},
+    ]
+    before = repr(messages)
+    expected = [
+        {"role": "system", "content": "Be brief."},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Compare"},
+                url_part("image", f"data:image/png;base64,{b64(PNG)}"),
+                part,
+                url_part("image", "https://example.com/a.png"),
+            ],
+            "name": "u",
+        },
+    ]
+    assert sent_messages("vllm", messages) == compact(expected)
+    assert repr(messages) == before
+    plain = [{"role": "user", "content": [part]}]  # content parts of dicts alone: untouched
+    assert sent_messages("vllm", plain) == compact(plain)
+
+
+def test_a_prompt_of_text_parts_only() -> None:
+    content = [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
+    assert sent_messages("llamacpp", ["a", "b"]) == compact([{"role": "user", "content": content}])
+
+
+def test_every_dialect_has_its_row() -> None:
+    assert set(TAKES) == set(DIALECTS)
+
+
+# -- refusals, before any request ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("dialect", "media", "match"),
+    [
+        ("llamacpp", VIDEO, "llamacpp servers take no video input; dialects that do: sglang, "),
+        ("openai", VIDEO, "openai servers take no video input"),
+        ("ollama", AUDIO, "ollama servers take no audio input"),
+        ("tgi", AUDIO, "tgi servers take no audio input"),
+        ("ollama", IMAGE_URL, "ollama servers do not fetch image URLs: send the bytes"),
+        ("lmstudio", IMAGE_URL, "lmstudio servers do not fetch image URLs"),
+        ("llamacpp", Audio.from_url("https://h/a.wav"), "do not fetch audio URLs"),
+        ("ollama", Image.from_bytes(b"GIF89a" + bytes(8)), "image/jpeg, image/png, image/webp"),
+        ("llamacpp", Audio.from_bytes(b"fLaC" + bytes(8)), "WAV or MP3 bytes only, not 'audio/"),
+    ],
+)
+def test_what_a_dialect_cannot_take_is_refused(dialect: str, media: Media, match: str) -> None:
+    with pytest.raises(MediaError, match=match):
+        body_bytes(dialect, [QUESTION, media])
+
+
+def test_media_are_refused_on_the_completions_endpoint() -> None:
+    core = _core.ClientCore("http://h/v1", "m", dialect="vllm")
+    with pytest.raises(TypeError, match="takes a str prompt"):
+        core.prepare("create", [QUESTION, IMAGE], str, "completions", {})
+
+
+@pytest.mark.parametrize(
+    ("prompt", "match"),
+    [
+        ([QUESTION, {"role": "user", "content": "x"}], "holds str and media .* not dict"),
+        ([IMAGE, 3], "not int"),
+        ([], "non-empty list"),
+        ([{"content": [IMAGE]}], "'role' str"),
+    ],
+)
+def test_bad_prompts_are_type_errors(prompt: Any, match: str) -> None:
+    with pytest.raises(TypeError, match=match):
+        body_bytes("vllm", prompt)
+
+
+def test_llamacpp_props_say_which_kinds_the_model_takes() -> None:
+    """The recorded /props of a real llama.cpp without a projector: no media kind."""
+    props = PROPS
+    assert props["modalities"] == {"vision": False, "video": False, "audio": False}
+    assert detect("127.0.0.1", {"/props": props}, ["gemma-3-270m"]).inputs == frozenset()
+    vision = {**props, "modalities": {"vision": True, "audio": False}}
+    assert detect("h", {"/props": vision}, []).inputs == frozenset({"image"})
+    assert detect("h", {"/version": {"version": "0.33.0"}}, []).inputs is None
+
+
+def test_a_model_without_the_kind_is_refused() -> None:
+    core = _core.ClientCore("http://h/v1", "gemma", dialect="llamacpp")
+    core.adopt_probes([PROPS if p == "/props" else None for p in PROBE_PATHS] + [["gemma"]])
+    with pytest.raises(MediaError, match="the model gemma takes no image input"):
+        core.prepare("generate", [QUESTION, IMAGE], str, "chat", {})
+    core.prepare("generate", [QUESTION, "text parts pass"], str, "chat", {})
+
+
+# -- the recorded request --------------------------------------------------------------------
+
+
+def test_read_part_is_the_inverse_of_what_is_sent() -> None:
+    for dialect in ("vllm", "llamacpp"):
+        media = [IMAGE, IMAGE_URL, AUDIO, MP3_AUDIO]
+        if dialect == "vllm":
+            media.append(VIDEO)
+        content = msgspec.json.decode(body_bytes(dialect, [QUESTION, *media]))["messages"][0]
+        found = [read_part(p) for p in content["content"]]
+        assert found == [None, *media]
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        "text",
+        {"type": "text", "text": "x"},
+        {"type": "image_url", "image_url": "https://h/a.png"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,***"}},
+        {"type": "input_audio", "input_audio": {"data": 3, "format": "wav"}},
+        {"type": "input_audio", "input_audio": "AAAA"},
+        {"type": 7},
+    ],
+)
+def test_read_part_skips_what_carries_no_media(part: Any) -> None:
+    assert read_part(part) is None
+
+
+# -- both clients, FakeLLM over real sockets ------------------------------------------------
+
+
+def test_sync_client_sends_media_and_the_fake_records_them(fake: FakeLLM, url: str) -> None:
+    fake.reply("a dot")
+    with lmclient.Client(url, model="fake-model") as client:
+        assert client.generate([QUESTION, IMAGE, AUDIO]) == "a dot"
+    request = fake.last_request
+    assert request.media == [IMAGE, AUDIO]
+    assert request.prompt == QUESTION
+    assert f'"url":"data:image/png;base64,{b64(PNG)}"'.encode() in request.raw_body
+
+
+def test_async_client_sends_media_and_the_fake_records_them(fake: FakeLLM, url: str) -> None:
+    async def main() -> list[str]:
+        async with lmclient.AsyncClient(url, model="fake-model") as client:
+            one = await client.generate([QUESTION, IMAGE])
+            messages = [{"role": "user", "content": ["Compare", IMAGE, VIDEO]}]
+            return [one, await client.generate(messages, lmclient.Choice(["same", "not"]))]
+
+    fake.reply("a dot", times=1)
+    assert asyncio.run(main())[0] == "a dot"
+    first, second = fake.calls
+    assert first.media == [IMAGE]
+    assert second.media == [IMAGE, VIDEO]
+    assert second.texts("user") == ["Compare"]
+
+
+def test_many_prompts_with_media(fake: FakeLLM, url: str) -> None:
+    with lmclient.Client(url, model="fake-model") as client:
+        results = client.generate_many([[QUESTION, IMAGE], [QUESTION, IMAGE_URL]], bool)
+    assert all(isinstance(r, bool) for r in results)
+    assert sorted(len(r.raw_body) for r in fake.calls)[0] > 0
+    assert {r.media[0] for r in fake.calls} == {IMAGE, IMAGE_URL}
+
+
+def llamacpp_fake(modalities: dict[str, bool]) -> FakeLLM:
+    fake = FakeLLM(["gemma"], server="llamacpp")
+    props = dict(
+        msgspec.json.decode((FIXTURES / "llamacpp-live" / "props.response.json").read_bytes())
+    )
+    fake.add_route("GET", "/props", {**props, "modalities": modalities})
+    return fake
+
+
+def test_a_model_without_vision_is_refused_before_the_call_sync() -> None:
+    fake = llamacpp_fake({"vision": False, "audio": True})
+    with fake.serve() as url, lmclient.Client(url) as client:
+        with pytest.raises(MediaError, match="the model gemma takes no image input"):
+            client.generate([QUESTION, IMAGE])
+        assert client.generate(["Say it.", AUDIO]) == fake.default_text
+    assert [r.media for r in fake.calls] == [[AUDIO]]
+
+
+def test_a_model_without_audio_is_refused_before_the_call_async() -> None:
+    fake = llamacpp_fake({"vision": True, "audio": False})
+
+    async def main(url: str) -> None:
+        async with lmclient.AsyncClient(url) as client:
+            with pytest.raises(MediaError, match="the model gemma takes no audio input"):
+                await client.generate(["Say it.", AUDIO])
+            await client.generate([QUESTION, IMAGE])
+
+    with fake.serve() as url:
+        asyncio.run(main(url))
+    assert [r.media for r in fake.calls] == [[IMAGE]]
+
+
+def test_a_token_count_takes_no_media(fake: FakeLLM, url: str) -> None:
+    with lmclient.Client(url, model="fake-model") as client:
+        with pytest.raises(TypeError, match="messages of text, without media"):
+            client.count_tokens([QUESTION, IMAGE])
+        assert client.count_tokens([QUESTION, "and more"]) > 0
+    assert [r.endpoint for r in fake.requests if r.endpoint == "chat"] == []
