@@ -18,7 +18,7 @@ import lmclient
 from lmclient import Audio, Image, Media, MediaError, Video, _core
 from lmclient._dialects import DIALECTS, PROBE_PATHS, detect
 from lmclient._media import MAX_MEDIA_BYTES, TAKES, data_url, read_part
-from lmclient.testing import FakeLLM
+from lmclient.testing import FakeLLM, RecordedRequest
 from tests.helpers import FIXTURES
 
 # A real 1x1 PNG, a WAV head, an MP3 frame head, an MP4 box: what the sniffer reads
@@ -341,6 +341,11 @@ def test_read_part_is_the_inverse_of_what_is_sent() -> None:
 )
 def test_read_part_skips_what_carries_no_media(part: Any) -> None:
     assert read_part(part) is None
+
+
+def test_recorded_requests_without_messages_carry_no_media() -> None:
+    for body in (None, [], {"prompt": "x"}, {"messages": "x"}, {"messages": [3, {"content": "x"}]}):
+        assert RecordedRequest("POST", "/v1/chat/completions", "chat", {}, body).media == []
 
 
 # -- both clients, FakeLLM over real sockets ------------------------------------------------

@@ -74,8 +74,9 @@ class RecordedRequest:
     def media(self) -> list[Media]:
         """The images, audio and video of the chat messages, oldest first, as lmclient's types
         (`lmclient.Image`, ...): each ``data:`` URL or base64 ``input_audio`` decoded into its
-        bytes and MIME type, a fetched URL as ``from_url`` makes it. Equal to what was sent:
-        ``assert request.media == [Image.from_path(p)]``. Imports lmclient when first used."""
+        bytes and MIME type, a URL the server fetches as ``from_url`` makes it (its MIME type
+        is not sent: ``""``). Equal to what was sent: ``assert request.media ==
+        [Image.from_path(p)]``. Imports lmclient when first used."""
         from lmclient._media import read_part
 
         messages = self.body.get("messages") if isinstance(self.body, dict) else None
