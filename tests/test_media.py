@@ -344,7 +344,8 @@ def test_read_part_skips_what_carries_no_media(part: Any) -> None:
 
 
 def test_recorded_requests_without_messages_carry_no_media() -> None:
-    for body in (None, [], {"prompt": "x"}, {"messages": "x"}, {"messages": [3, {"content": "x"}]}):
+    bodies: list[Any] = [None, [], {"prompt": "x"}, {"messages": "x"}, {"messages": [3, {}]}]
+    for body in bodies:
         assert RecordedRequest("POST", "/v1/chat/completions", "chat", {}, body).media == []
 
 
@@ -422,3 +423,12 @@ def test_a_token_count_takes_no_media(fake: FakeLLM, url: str) -> None:
             client.count_tokens([QUESTION, IMAGE])
         assert client.count_tokens([QUESTION, "and more"]) > 0
     assert [r.endpoint for r in fake.requests if r.endpoint == "chat"] == []
+
+
+def test_a_reask_sends_the_media_again(fake: FakeLLM, url: str) -> None:
+    fake.reply("maybe", times=1)
+    with lmclient.Client(url, model="fake-model", max_reasks=1) as client:
+        assert isinstance(client.generate([QUESTION, IMAGE], bool), bool)
+    first, second = fake.calls
+    assert first.media == second.media == [IMAGE]
+    assert second.texts("assistant") == ["maybe"]
