@@ -340,10 +340,12 @@ _encode_into = msgspec.json.Encoder().encode_into
 
 def data_url(mime: str, data: bytes) -> msgspec.Raw:
     """``data`` as the JSON string of its ``data:`` URL, base64 encoded once: msgspec writes
-    the bytes' JSON string (``"<base64>"``) right after the prefix in one buffer, and its
-    opening quote becomes the prefix's comma."""
+    the bytes' JSON string (``"<base64>"``) right after the prefix in one buffer of the final
+    size, and its opening quote becomes the prefix's comma. The body then copies the buffer
+    in as it is (`msgspec.Raw`)."""
     head = f'"data:{mime};base64'.encode()
-    buffer = bytearray(head)
+    buffer = bytearray(len(head) + 2 + 4 * -(-len(data) // 3))  # its exact size: no regrowth
+    buffer[: len(head)] = head
     _encode_into(data, buffer, len(head))
     buffer[len(head)] = 0x2C  # ","
     return msgspec.Raw(buffer)

@@ -8,6 +8,7 @@ import asyncio
 import base64
 import json
 import os
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +163,30 @@ def test_a_data_url_is_the_standard_base64(size: int) -> None:
     expected = f'"data:image/png;base64,{b64(data)}"'.encode()
     assert bytes(data_url("image/png", data)) == expected
     assert msgspec.json.encode({"u": data_url("image/png", data)}) == b'{"u":' + expected + b"}"
+
+
+def test_base64_is_written_once() -> None:
+    """A data: URL costs one buffer of its base64 beyond what the body costs anyway, which is
+    what bytes that msgspec encodes straight into the body (input_audio) cost: the bytes are
+    not encoded twice, nor copied on the way."""
+    data = os.urandom(3 * 1024 * 1024)
+    peaks = {}
+    for dialect, media in (
+        ("vllm", Image.from_bytes(data, "image/png")),
+        ("llamacpp", Audio.from_bytes(data, "audio/wav")),
+    ):
+        core = _core.ClientCore("http://h/v1", "m", dialect=dialect)
+        core.prepare("generate", ["x", media], str, "chat", {})  # plans, caches: made
+        tracemalloc.start()
+        try:
+            body = core.prepare("generate", ["x", media], str, "chat", {}).request.body
+            peaks[dialect] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert body is not None and len(body) < len(data) * 4 / 3 + 200
+    encoded = len(data) * 4 / 3
+    assert peaks["vllm"] - peaks["llamacpp"] < encoded * 1.05
+    assert peaks["llamacpp"] < encoded * 2 + len(data) * 0.1
 
 
 # -- what each dialect sends -----------------------------------------------------------------

@@ -139,7 +139,8 @@ def test_sglang_reads_every_part_lmclient_sends(
     vllm_installed: vllm.Installation, sglang_source: Path
 ) -> None:
     parts = run(vllm_installed.python, SGLANG_READS, body("sglang"), str(sglang_source))
-    assert [p["type"] for p in parts] == ["text", "image_url", "image_url", "audio_url", "video_url"]
+    kinds = ["text", "image_url", "image_url", "audio_url", "video_url"]
+    assert [p["type"] for p in parts] == kinds
     assert parts[1]["image_url"]["url"] == data_url("image/png", PNG)
     assert parts[2]["image_url"]["url"] == "https://example.com/a.png"
     assert parts[3]["audio_url"] == {"url": data_url("audio/wav", WAV)}
