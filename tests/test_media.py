@@ -20,7 +20,7 @@ from lmclient import Audio, Image, Media, MediaError, Video, _core
 from lmclient._dialects import DIALECTS, PROBE_PATHS, detect
 from lmclient._media import MAX_MEDIA_BYTES, TAKES, data_url, read_part
 from lmclient.testing import FakeLLM, RecordedRequest
-from tests.helpers import FIXTURES
+from tests.helpers import LLAMACPP_LIVE
 
 # A real 1x1 PNG, a WAV head, an MP3 frame head, an MP4 box: what the sniffer reads
 PNG = base64.b64decode(
@@ -31,7 +31,7 @@ MP3 = b"ID3\x03\x00\x00\x00\x00\x00\x00" + bytes(30)
 MP4 = b"\x00\x00\x00\x18ftypmp42" + bytes(30)
 QUESTION = "What is in it?"
 # The recorded /props of a real llama.cpp (Gemma 3 270M, no --mmproj)
-PROPS = json.loads((FIXTURES / "llamacpp-live" / "props.response.json").read_bytes())
+PROPS = json.loads((LLAMACPP_LIVE / "props.response.json").read_bytes())
 
 
 def b64(data: bytes) -> str:
@@ -412,10 +412,7 @@ def test_many_prompts_with_media(fake: FakeLLM, url: str) -> None:
 
 def llamacpp_fake(modalities: dict[str, bool]) -> FakeLLM:
     fake = FakeLLM(["gemma"], server="llamacpp")
-    props = dict(
-        msgspec.json.decode((FIXTURES / "llamacpp-live" / "props.response.json").read_bytes())
-    )
-    fake.add_route("GET", "/props", {**props, "modalities": modalities})
+    fake.add_route("GET", "/props", {**PROPS, "modalities": modalities})
     return fake
 
 
