@@ -19,6 +19,7 @@ import lmclient
 from lmclient import Audio, Image, Media, MediaError, Video, _core
 from lmclient._dialects import DIALECTS, PROBE_PATHS, detect
 from lmclient._media import MAX_MEDIA_BYTES, TAKES, data_url, read_part
+from lmclient._status import api_error
 from lmclient.testing import FakeLLM, RecordedRequest
 from tests.helpers import LLAMACPP_LIVE
 
@@ -30,6 +31,12 @@ WAV = b"RIFF\x24\x00\x00\x00WAVEfmt \x10\x00\x00\x00\x01\x00\x01\x00" + bytes(20
 MP3 = b"ID3\x03\x00\x00\x00\x00\x00\x00" + bytes(30)
 MP4 = b"\x00\x00\x00\x18ftypmp42" + bytes(30)
 QUESTION = "What is in it?"
+# What tests/fixtures/llamacpp-live/chat_*_no_mmproj sent: the PNG, and a WAV of 8 silent samples
+IMAGE_PNG = Image.from_bytes(PNG)
+AUDIO_WAV = Audio.from_bytes(
+    b"RIFF\x34\x00\x00\x00WAVEfmt \x10\x00\x00\x00\x01\x00\x01\x00\x40\x1f\x00\x00\x80\x3e\x00\x00"
+    b"\x02\x00\x10\x00data\x10\x00\x00\x00" + bytes(16)
+)
 # The recorded /props of a real llama.cpp (Gemma 3 270M, no --mmproj)
 PROPS = json.loads((LLAMACPP_LIVE / "props.response.json").read_bytes())
 
@@ -337,6 +344,23 @@ def test_a_model_without_the_kind_is_refused() -> None:
     with pytest.raises(MediaError, match="the model gemma takes no image input"):
         core.prepare("generate", [QUESTION, IMAGE], str, "chat", {})
     core.prepare("generate", [QUESTION, "text parts pass"], str, "chat", {})
+
+
+@pytest.mark.parametrize(
+    ("name", "media", "said"),
+    [("chat_image_no_mmproj", IMAGE_PNG, "image"), ("chat_audio_no_mmproj", AUDIO_WAV, "audio")],
+)
+def test_recorded_llamacpp_exchanges(name: str, media: Media, said: str) -> None:
+    """What lmclient sends is the request a real llama.cpp parsed (its own parts), and refused
+    for a model without a projector; the answer is a `ServerError` with the server's words."""
+    core = _core.ClientCore("http://h/v1", "gemma-3-270m", dialect="llamacpp")
+    prompt = ["What is in it?" if said == "image" else "Transcribe it.", media]
+    params = {"max_tokens": 8, "temperature": 0.0}
+    sent = core.prepare("generate", prompt, str, "chat", params).request.body
+    assert sent == (LLAMACPP_LIVE / f"{name}.request.json").read_bytes()
+    error = api_error(500, {}, (LLAMACPP_LIVE / f"{name}.response.json").read_bytes())
+    assert isinstance(error, lmclient.ServerError)
+    assert f"{said} input is not supported" in str(error)
 
 
 # -- the recorded request --------------------------------------------------------------------
