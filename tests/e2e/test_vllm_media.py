@@ -38,16 +38,18 @@ SGLANG_VERSION = "0.5.23"  # the release servers.md's facts were read from
 
 VLLM_READS = r"""
 import json, sys
-from vllm.entrypoints.chat_utils import _parse_chat_message_content_part
 from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
-from vllm.multimodal.utils import MediaConnector
+from vllm.multimodal.media.connector import MediaConnector
+from vllm.renderers.chat_utils import _parse_chat_message_content_part
 
 class Parser:
     # what vLLM's content-part parser hands the multimodal parser, by its method names
+    class model_config:
+        enable_prompt_embeds = False
     def __init__(self):
         self.calls = []
     def __getattr__(self, name):
-        return lambda *args: self.calls.append([name, *args])
+        return lambda content, uuid: self.calls.append([name, content])
 
 out = []
 for body in json.loads(sys.stdin.read()):
@@ -55,7 +57,7 @@ for body in json.loads(sys.stdin.read()):
     parser = Parser()
     for part in request.messages[0]["content"]:
         _parse_chat_message_content_part(part, parser, wrap_dicts=False, interleave_strings=False)
-    image = MediaConnector().fetch_image(parser.calls[0][1])
+    image = MediaConnector().fetch_image(parser.calls[0][1], image_mode=None)
     out.append({"calls": parser.calls, "image": [image.size, image.getpixel((0, 0))]})
 print(json.dumps(out))
 """
@@ -65,6 +67,9 @@ import json, sys, types
 sglang = types.ModuleType("sglang")  # its __init__ starts the runtime; the protocol needs none
 sglang.__path__ = [sys.argv[1] + "/sglang"]
 sys.modules["sglang"] = sglang
+# sglang.utils imports its notebook helpers from IPython, which no request touches
+sys.modules["IPython"] = types.ModuleType("IPython")
+sys.modules["IPython.display"] = types.SimpleNamespace(HTML=None, display=None)
 from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest
 
 request = ChatCompletionRequest.model_validate_json(sys.stdin.read())
@@ -112,7 +117,7 @@ def test_vllm_reads_every_part_lmclient_sends(vllm_installed: vllm.Installation)
     ]
     audio = {"data": base64.b64encode(WAV).decode(), "format": "wav"}
     assert llamacpp_sent["calls"] == [image, fetched, ["parse_input_audio", audio]]
-    assert vllm_sent["image"] == [[1, 1], [255, 0, 0]]  # the PNG, decoded from lmclient's URL
+    assert vllm_sent["image"] == [[1, 1], [255, 0, 0, 127]]  # the PNG, from lmclient's URL
 
 
 @pytest.fixture(scope="module")
