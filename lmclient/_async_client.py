@@ -451,6 +451,7 @@ class AsyncClient:
                     outcome: Any = await self._create(where, prompt, tp, endpoint, params, many)
                 except errors.LMClientError as exc:
                     outcome = exc
+                many.spend(outcome)
                 many.finish(index, outcome)
 
         workers = [asyncio.ensure_future(worker()) for _ in range(min(concurrency, len(items)))]

@@ -445,7 +445,7 @@ class Client:
         pool = ThreadPoolExecutor(max(1, min(concurrency, len(items))))  # threads share one pool
         try:
             futures = {
-                pool.submit(self._create, where, prompt, tp, endpoint, params, many): index
+                pool.submit(many.run, self._create, where, prompt, tp, endpoint, params): index
                 for index, (prompt, tp) in enumerate(items)
             }
             for future in as_completed(futures):

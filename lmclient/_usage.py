@@ -10,6 +10,7 @@ uncountable: it is taken as spent (fail closed), never as free.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -134,12 +135,16 @@ class Many:
     `ClientCore.prepare`), which a spent budget fails before anything is sent, and record each
     outcome with `finish`; a call's re-asks `check` it with the call's answers added.
 
+    The sync client runs its items through `run`, which spends each outcome in the thread that
+    ran it; the async client spends and finishes each in its event loop, in one step.
+
     A budget error never cancels the items in flight, which are paid for already: it is kept
     in the item's place (``return_exceptions=True``), or raised by `end` once they finished,
     carrying the results (``results``: each finished value in its place, ``None`` elsewhere).
     Any other failure without ``return_exceptions`` is raised at once, as it always was."""
 
     __slots__ = (
+        "lock",
         "on_result",
         "own",
         "params",
@@ -172,6 +177,7 @@ class Many:
         self.results: list[Any] = []  # each item's place, sized once the items are known
         self.whole = False  # each item's `Response` in its place, not its value
         self.stopped: errors.TokenBudgetExceeded | None = None
+        self.lock = threading.Lock()  # the sync client's workers `spend` at once
 
     @property
     def budgeted(self) -> bool:
@@ -189,14 +195,31 @@ class Many:
             if total is not None:
                 total.check(spent, unmetered=unmetered, what=what)
 
-    def finish(self, index: int, outcome: Any) -> None:
-        """Record item ``index``'s outcome, a `Response` or an exception; raise the exception
-        if it ends the batch."""
+    def run(self, create: Callable[..., Response[Any]], *args: Any) -> Response[Any]:
+        """``create(*args, self)``, one item in a worker thread, its outcome spent (`spend`) as
+        soon as it ends: the next item's `check` must see it, whenever the caller's thread
+        gets to `finish` it."""
+        try:
+            response = create(*args, self)
+        except Exception as exc:
+            self.spend(exc)
+            raise
+        self.spend(response)
+        return response
+
+    def spend(self, outcome: Any) -> None:
+        """Add an item's outcome to the batch's total and its `UsageTotal`, one at a time."""
         # An item a budget kept from starting (an error with no cause) was no call.
-        if not (isinstance(outcome, errors.TokenBudgetExceeded) and outcome.__cause__ is None):
+        if isinstance(outcome, errors.TokenBudgetExceeded) and outcome.__cause__ is None:
+            return
+        with self.lock:
             self.own.add(outcome)
             if self.usage is not None:
                 self.usage.add(outcome)
+
+    def finish(self, index: int, outcome: Any) -> None:
+        """Put item ``index``'s outcome, a `Response` or an exception, in its place; raise the
+        exception if it ends the batch."""
         if isinstance(outcome, Response):
             value: Any = outcome if self.whole else outcome.values[0]
         elif isinstance(outcome, errors.LMClientError) and self.return_exceptions:
