@@ -48,8 +48,8 @@ class UsageTotal:
     """A running sum of the tokens many calls used, and optionally a budget for them.
 
     Pass one as ``usage=`` to `Client.generate_many` / `complete_many` (or their async twins):
-    each item is added as it finishes, in the caller's thread or event loop, failed items
-    included — a `ValidationError` (an invalid answer after the last re-ask, a truncated
+    each item is added as it finishes (by the worker thread that ran it, one at a time, or in
+    the event loop), failed items included — a `ValidationError` (an invalid answer after the last re-ask, a truncated
     one) carries the usage of its answers. One object may gather several batches; `add` also
     takes a `Response` of any other call. Not locked: add from one thread at a time.
 
