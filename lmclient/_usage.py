@@ -49,9 +49,10 @@ class UsageTotal:
 
     Pass one as ``usage=`` to `Client.generate_many` / `complete_many` (or their async twins):
     each item is added as it finishes (by the worker thread that ran it, one at a time, or in
-    the event loop), failed items included — a `ValidationError` (an invalid answer after the last re-ask, a truncated
-    one) carries the usage of its answers. One object may gather several batches; `add` also
-    takes a `Response` of any other call. Not locked: add from one thread at a time.
+    the event loop), failed items included — a `ValidationError` (an invalid answer after the
+    last re-ask, a truncated one) carries the usage of its answers. One object may gather
+    several batches; `add` also takes a `Response` of any other call. Not locked: add from one
+    thread at a time.
 
     ``usage`` is the sum (``None`` until an item reported some; each count summed over the
     items that state it, see `Usage`), ``calls`` the items added, ``unreported`` those among
