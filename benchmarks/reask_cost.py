@@ -21,6 +21,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Annotated
 
 import msgspec
 
@@ -42,10 +43,16 @@ TEXTS = [
 ]
 
 
+Text = Annotated[str, msgspec.Meta(max_length=32)]
+
+
 class Order(msgspec.Struct):
-    item: str
-    quantity: int
-    customer: str
+    """Bounded, so that lmclient gives it the ``max_tokens`` of its longest answer: no answer
+    is cut (a cut one is never re-asked)."""
+
+    item: Text
+    quantity: Annotated[int, msgspec.Meta(ge=0, le=1000)]
+    customer: Text
 
     def __post_init__(self) -> None:
         # A check no answer passes: every call makes all its re-asks, whatever the model says.
@@ -74,7 +81,6 @@ def spend(
                 "max_reasks": reasks,
                 "temperature": 0.0,
                 "seed": seed,
-                "max_tokens": 64,
                 **params,
             }
             client.generate(f"Extract the order from this message.\n\n{text}", Order, **mine)
@@ -119,7 +125,10 @@ def main() -> None:
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     print(f"{when}, {model} on llama.cpp, {calls} calls of `max_reasks={args.reasks}`")
     print()
-    print("| re-asks | requests | prompt tokens | completion tokens | total | per call | stopped |")
+    print(
+        "| re-asks | requests | prompt tokens | completion tokens | total | per call "
+        "| calls stopped |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|")
     for label, requests, prompt, completion, stopped in rows:
         total = prompt + completion
