@@ -282,3 +282,17 @@ def test_usage_total_counts_what_it_cannot_meter() -> None:
     with pytest.raises(lmclient.TokenBudgetExceeded, match="reported no usage"):
         total.check()
     lmclient.UsageTotal().check(lmclient.Usage(10**9, 0))  # no budget: never spent
+
+
+async def test_hooks_see_the_call_a_budget_stopped(fake: FakeLLM, url: str) -> None:
+    fake.reply("x", usage=usage(10, 5))
+    events: list[Any] = []
+    async with lmclient.AsyncClient(url, MODEL, max_reasks=2, hooks=[events.append]) as client:
+        values = await client.generate_many(
+            ["a", "b"], int, concurrency=1, return_exceptions=True, token_budget=15
+        )
+    assert all(isinstance(v, lmclient.TokenBudgetExceeded) for v in values)
+    failed = [e for e in events if isinstance(e, lmclient.CallFailed)]
+    assert [e.error for e in failed] == ["TokenBudgetExceeded"] * 2
+    assert failed[0].total_usage == lmclient.Usage(10, 5) and failed[1].total_usage is None
+    assert sum(isinstance(e, lmclient.RequestSent) for e in events) == 1
