@@ -33,7 +33,7 @@ from ._status import api_error
 from ._stream import AsyncOpened, AsyncStream
 from ._stream_state import StreamState
 from ._transports.aio import AsyncTransport
-from ._usage import UsageTotal
+from ._usage import Many, UsageTotal
 
 if TYPE_CHECKING:
     from typing_extensions import Self, TypeForm, Unpack
@@ -258,7 +258,10 @@ class AsyncClient:
         ``return_exceptions=True`` a failed item is its `LMClientError` and the rest still run;
         otherwise the first failure cancels the rest and is raised. ``on_result(index, value)``
         is called in the caller's task as each item finishes (a progress bar, for instance);
-        ``usage`` (a `UsageTotal`) gets every finished item's usage added, failed ones too."""
+        ``usage`` (a `UsageTotal`) gets every finished item's usage added, failed ones too.
+        ``token_budget`` is the batch's: no item starts, nor asks again, once it (or ``usage``'s
+        budget) is spent; `TokenBudgetExceeded` then takes each such item's place, or is raised
+        once the items in flight finish, carrying what completed."""
         return await self._many(
             "generate",
             "chat",
@@ -432,28 +435,24 @@ class AsyncClient:
     ) -> list[Any]:
         """`generate_many`'s work; ``whole``: each item's `Response`, not its value
         (`lmclient.ray` writes its usage too)."""
+        many = Many(
+            where, params, usage=usage, return_exceptions=return_exceptions, on_result=on_result
+        )
+        params = many.params  # without the batch's token_budget
         items = self._core.batch(where, prompts, output_type, endpoint, params, concurrency)
-        results: list[Any] = [None] * len(items)
+        many.results = [None] * len(items)
+        many.whole = whole
         pending = iter(range(len(items)))  # shared by the workers: each index is taken once
 
         async def worker() -> None:
             for index in pending:
                 prompt, tp = items[index]
                 try:
-                    response = await self._create(where, prompt, tp, endpoint, params)
+                    outcome: Any = await self._create(where, prompt, tp, endpoint, params, many)
                 except errors.LMClientError as exc:
-                    if usage is not None:
-                        usage.add(exc)
-                    if not return_exceptions:
-                        raise
-                    value: Any = exc
-                else:
-                    if usage is not None:
-                        usage.add(response)
-                    value = response if whole else response.values[0]
-                results[index] = value
-                if on_result is not None:
-                    on_result(index, value)
+                    outcome = exc
+                many.spend(outcome)
+                many.finish(index, outcome)
 
         workers = [asyncio.ensure_future(worker()) for _ in range(min(concurrency, len(items)))]
         try:
@@ -463,7 +462,7 @@ class AsyncClient:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
             raise
-        return results
+        return many.end()
 
     async def _create(
         self,
@@ -472,14 +471,15 @@ class AsyncClient:
         output_type: Any,
         endpoint: Endpoint,
         params: dict[str, Any],
+        many: Many | None = None,
     ) -> Response[Any]:
         if self._watched in _MODULES:  # hooks or spans: the same steps, reported
-            return await self._create_watched(where, prompt, output_type, endpoint, params)
+            return await self._create_watched(where, prompt, output_type, endpoint, params, many)
         core = self._core
         if not core.ready:
             core.validate(where, prompt, output_type, endpoint, params)
             await self._setup(params)
-        call = core.prepare(where, prompt, output_type, endpoint, params)
+        call = core.prepare(where, prompt, output_type, endpoint, params, many=many)
         # `_send`'s loop, with the re-asks (max_reasks) in it too: the hot path of every call,
         # so no coroutine of its own (each one costs its creation, and a step on every wake-up).
         while True:
@@ -505,6 +505,7 @@ class AsyncClient:
         output_type: Any,
         endpoint: Endpoint,
         params: dict[str, Any],
+        many: Many | None = None,
     ) -> Response[Any]:
         """`_create`, each step reported to the hooks and the span (`_hooks.Watch`), which is
         current while the request is built and sent."""
@@ -513,7 +514,7 @@ class AsyncClient:
                 self._core.validate(where, prompt, output_type, endpoint, params)
                 await self._setup(params)
             params = watch.begin(self._core, params)
-            call = self._core.prepare(where, prompt, output_type, endpoint, params)
+            call = self._core.prepare(where, prompt, output_type, endpoint, params, many=many)
             while True:
                 try:
                     timeouts = call.start_attempt()  # raises once the deadline has passed: not sent

@@ -31,6 +31,7 @@ from ._secrets import scrub, scrub_text, secrets_of
 from ._status import api_error
 from ._tools import Tool, ToolCall, check_choice, decode_calls, tool_table
 from ._unapplied import unapplied
+from ._usage import Many, check_budget, counted
 from ._wire.protocol import (
     ChatCompletion,
     Completion,
@@ -198,6 +199,7 @@ class Call(Attempts, kw_only=True):
     reasks: int = 0
     attempts: Sequence[str] = ()  # texts of the answers re-asked so far
     spent: Usage | None = None  # the usage of the answers re-asked so far (`add_usage`)
+    many: Many | None = None  # the budgeted batch the call is an item of
 
     @classmethod
     def new(
@@ -210,8 +212,10 @@ class Call(Attempts, kw_only=True):
         endpoint: Endpoint,
         caveat: str,
         params: Mapping[str, Any],
+        many: Many | None = None,
     ) -> Call:
-        """The call of ``request``, with its parameters' settings over the client's."""
+        """The call of ``request``, with its parameters' settings over the client's; an item
+        of ``many``, a batch whose budgets its re-asks keep too."""
         if params:
             settings = settings.given(params)
             tools = tool_table(params)
@@ -227,6 +231,7 @@ class Call(Attempts, kw_only=True):
             caveat=caveat,
             tools=tools,
             tool_choice=params.get("tool_choice") if tools else None,
+            many=many if many is not None and many.budgeted else None,
         )
 
     def finish(self, status: int, headers: Mapping[str, str], body: bytes) -> Response[Any]:
@@ -253,8 +258,13 @@ class Call(Attempts, kw_only=True):
         body = msgspec.json.decode(self.request.body)
         if body.get("n", 1) != 1:
             raise exc  # which of several choices to correct is not ours to pick
+        if self.settings.token_budget is not None or self.many is not None:
+            self.keep_budgets(exc)
+        messages = body["messages"]
+        if self.reasks and self.settings.reask_history == "last":
+            messages = messages[:-2]  # the answer re-asked last time, and its correction
         body["messages"] = [
-            *body["messages"],
+            *messages,
             {"role": "assistant", "content": exc.text},
             {
                 "role": "user",
@@ -276,6 +286,21 @@ class Call(Attempts, kw_only=True):
             exc.detail,
         )
         return again
+
+    def keep_budgets(self, exc: errors.ValidationError) -> None:
+        """Raise `TokenBudgetExceeded` instead of asking again once the call's ``token_budget``
+        or its batch's is spent by its answers (``exc``'s the last), or one of them reported
+        no usage to count."""
+        unmetered = counted(exc.usage) is None
+        try:
+            budget = self.settings.token_budget
+            if budget is not None:
+                check_budget(budget, exc.total_usage, "call", unmetered=unmetered)
+            if self.many is not None:
+                self.many.check(exc.total_usage, unmetered=unmetered)
+        except errors.TokenBudgetExceeded as stopped:
+            stopped.total_usage = exc.total_usage
+            raise stopped from exc
 
     # -- response bodies -------------------------------------------------------------------
 

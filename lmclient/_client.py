@@ -35,7 +35,7 @@ from ._status import api_error
 from ._stream import Opened, Stream
 from ._stream_state import StreamState
 from ._transports.sync import SyncTransport
-from ._usage import UsageTotal
+from ._usage import Many, UsageTotal
 
 if TYPE_CHECKING:
     from typing_extensions import Self, TypeForm, Unpack
@@ -258,7 +258,10 @@ class Client:
         ``return_exceptions=True`` a failed item is its `LMClientError` and the rest still run;
         otherwise the first failure cancels the rest and is raised. ``on_result(index, value)``
         is called in the caller's thread as each item finishes (a progress bar, for instance);
-        ``usage`` (a `UsageTotal`) gets every finished item's usage added, failed ones too."""
+        ``usage`` (a `UsageTotal`) gets every finished item's usage added, failed ones too.
+        ``token_budget`` is the batch's: no item starts, nor asks again, once it (or ``usage``'s
+        budget) is spent; `TokenBudgetExceeded` then takes each such item's place, or is raised
+        once the items in flight finish, carrying what completed."""
         return self._many(
             "generate",
             "chat",
@@ -432,31 +435,25 @@ class Client:
     ) -> list[Any]:
         """`generate_many`'s work; ``whole``: each item's `Response`, not its value
         (`lmclient.ray` writes its usage too)."""
+        many = Many(
+            where, params, usage=usage, return_exceptions=return_exceptions, on_result=on_result
+        )
+        params = many.params  # without the batch's token_budget
         items = self._core.batch(where, prompts, output_type, endpoint, params, concurrency)
-        results: list[Any] = [None] * len(items)
+        many.results = [None] * len(items)
+        many.whole = whole
         pool = ThreadPoolExecutor(max(1, min(concurrency, len(items))))  # threads share one pool
         try:
             futures = {
-                pool.submit(self._create, where, prompt, tp, endpoint, params): index
+                pool.submit(many.run, self._create, where, prompt, tp, endpoint, params): index
                 for index, (prompt, tp) in enumerate(items)
             }
             for future in as_completed(futures):
-                index = futures[future]
                 failure = future.exception()
-                if usage is not None:
-                    usage.add(future.result() if failure is None else failure)
-                if failure is None:
-                    response = future.result()
-                    results[index] = response if whole else response.values[0]
-                elif return_exceptions and isinstance(failure, errors.LMClientError):
-                    results[index] = failure
-                else:
-                    raise failure
-                if on_result is not None:
-                    on_result(index, results[index])
+                many.finish(futures[future], future.result() if failure is None else failure)
         finally:  # on failure or interruption, what has not started never starts
             pool.shutdown(wait=True, cancel_futures=True)
-        return results
+        return many.end()
 
     def _create(
         self,
@@ -465,14 +462,15 @@ class Client:
         output_type: Any,
         endpoint: Endpoint,
         params: dict[str, Any],
+        many: Many | None = None,
     ) -> Response[Any]:
         if self._watched in _MODULES:  # hooks or spans: the same steps, reported
-            return self._create_watched(where, prompt, output_type, endpoint, params)
+            return self._create_watched(where, prompt, output_type, endpoint, params, many)
         core = self._core
         if not core.ready:
             core.validate(where, prompt, output_type, endpoint, params)
             self._setup(params)
-        call = core.prepare(where, prompt, output_type, endpoint, params)
+        call = core.prepare(where, prompt, output_type, endpoint, params, many=many)
         # `_send`'s loop, with the re-asks (max_reasks) in it too: the hot path of every call.
         while True:
             try:
@@ -497,6 +495,7 @@ class Client:
         output_type: Any,
         endpoint: Endpoint,
         params: dict[str, Any],
+        many: Many | None = None,
     ) -> Response[Any]:
         """`_create`, each step reported to the hooks and the span (`_hooks.Watch`), which is
         current while the request is built and sent."""
@@ -505,7 +504,7 @@ class Client:
                 self._core.validate(where, prompt, output_type, endpoint, params)
                 self._setup(params)
             params = watch.begin(self._core, params)
-            call = self._core.prepare(where, prompt, output_type, endpoint, params)
+            call = self._core.prepare(where, prompt, output_type, endpoint, params, many=many)
             while True:
                 try:
                     timeouts = call.start_attempt()  # raises once the deadline has passed: not sent

@@ -41,6 +41,7 @@ from ._reasoning import REASONING_PARAMS, reasoning_fields, reasoning_params, th
 from ._request import CallSettings, PreparedRequest, Timeouts
 from ._serving import HEADER_PARAMS, TABLED, check_model, serving_fields, trace_headers
 from ._tools import check_tools, tool_fields
+from ._usage import Many
 from ._wire.protocol import ModelList
 from .errors import ConfigurationError
 
@@ -365,10 +366,14 @@ class ClientCore:
         params: dict[str, Any],
         *,
         stream: bool = False,
+        many: Many | None = None,
     ) -> Call:
         """Validate a call's input and build its request, once the client is `ready`; raises
         before anything is sent. The body is one dict, encoded by msgspec in one pass, with the
-        plan's fields already encoded (`Planned`)."""
+        plan's fields already encoded (`Planned`). An item of ``many`` starts only within its
+        batch's budgets (else `TokenBudgetExceeded`)."""
+        if many is not None:
+            many.check()
         spec, planned, messages, parts, special = self._checked(
             where, prompt, output_type, endpoint, params
         )
@@ -389,6 +394,7 @@ class ClientCore:
             endpoint=endpoint,
             caveat=self.caveat,
             params=merged,
+            many=many,
         )
 
     def names_model(self, params: Mapping[str, Any]) -> bool:

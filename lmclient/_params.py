@@ -56,6 +56,8 @@ class FileParams(TypedDict, total=False):
     deadline: float
     max_retries: int
     max_reasks: int
+    reask_history: Literal["full", "last"]
+    token_budget: int
     extra_body: dict[str, Any]
     # Reasoning controls, translated per server (`_reasoning`): chat only.
     thinking: bool
@@ -113,6 +115,8 @@ CALL_PARAMS: dict[str, tuple[type, ...]] = {
     "deadline": _NUMBER,
     "max_retries": (int,),
     "max_reasks": (int,),
+    "reask_history": (str,),
+    "token_budget": (int,),
     "extra_body": (dict,),
     "thinking": (bool,),
     "thinking_budget": (int,),
@@ -160,6 +164,8 @@ _VALUE_CHECKED = frozenset(
         "top_logprobs",
         "max_retries",
         "max_reasks",
+        "reask_history",
+        "token_budget",
         "thinking_budget",
         "tools",
         "tool_choice",
@@ -174,7 +180,7 @@ _VALUE_CHECKED = frozenset(
 def _value_problem(name: str, value: Any) -> str | None:
     if name == "stop" and not isinstance(value, str):
         return None if all(isinstance(s, str) for s in value) else "must be a str or list of str"
-    if name in ("max_tokens", "n") and value < 1:
+    if name in ("max_tokens", "n", "token_budget") and value < 1:
         return "must be at least 1"
     if name in ("top_logprobs", "max_retries", "max_reasks", "thinking_budget") and value < 0:
         return "must not be negative"
@@ -182,6 +188,8 @@ def _value_problem(name: str, value: Any) -> str | None:
         return "must be a list of lmclient.Tool"
     if name == "tool_choice" and isinstance(value, str) and value not in _CHOICES:
         return "must be 'auto', 'required', 'none' or one of the tools"
+    if name == "reask_history" and value not in ("full", "last"):
+        return "must be 'full' or 'last'"
     if name == "reasoning_effort" and value not in _EFFORTS:
         return "must be one of " + ", ".join(map(repr, _EFFORTS))
     if name in ("deadline", "timeout") and isinstance(value, _NUMBER) and value <= 0:

@@ -84,11 +84,13 @@ class CallSettings(msgspec.Struct, frozen=True, kw_only=True):
     max_response_bytes: int
     timeouts: Timeouts
     deadline: float | None  # seconds a call may take, retries included, from its start
+    token_budget: int | None = None  # prompt + completion tokens over its answers (`_usage`)
+    reask_history: str = "full"  # what a re-ask sends back: every invalid answer, or the last
 
     def given(self, params: Mapping[str, Any]) -> CallSettings:
         """These settings, with the call's parameters over them (``timeout``, ``deadline``,
-        ``max_retries``, ``max_reasks``, checked by the core); themselves when it gives none,
-        as most calls do."""
+        ``max_retries``, ``max_reasks``, ``token_budget``, ``reask_history``, checked by the
+        core); themselves when it gives none, as most calls do."""
         if _OVERRIDES.isdisjoint(params):
             return self
         timeout = params.get("timeout")
@@ -98,7 +100,11 @@ class CallSettings(msgspec.Struct, frozen=True, kw_only=True):
             max_response_bytes=self.max_response_bytes,
             timeouts=self.timeouts if timeout is None else Timeouts.from_user(timeout),
             deadline=params.get("deadline", self.deadline),
+            token_budget=params.get("token_budget", self.token_budget),
+            reask_history=params.get("reask_history") or self.reask_history,
         )
 
 
-_OVERRIDES = frozenset({"timeout", "deadline", "max_retries", "max_reasks"})
+_OVERRIDES = frozenset(
+    {"timeout", "deadline", "max_retries", "max_reasks", "token_budget", "reask_history"}
+)

@@ -31,7 +31,7 @@ __all__ = ["read_results", "write_requests"]
 
 _URLS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 _NOT_IN_A_FILE = (
-    *("timeout", "deadline", "max_retries", "max_reasks"),
+    *("timeout", "deadline", "max_retries", "max_reasks", "reask_history", "token_budget"),
     *("model", "headers", "traceparent", "tracestate"),  # a request line is a body only
     "request_id",  # the line's custom_id names it; one id on every line would name none
 )

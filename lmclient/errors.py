@@ -18,6 +18,7 @@ The exception hierarchy. Every failure a caller can see is one of these:
     + TruncatedError             finish_reason == "length"
     + ConstraintIgnoredError     the answer shows the constraint fields never reached the decoder
     + RefusalError               message.refusal or finish_reason == "content_filter"
+  x TokenBudgetExceeded          a token_budget was spent: no more re-asks, no new batch items
   x UnsupportedConstraintError   the dialect cannot express the constraint (raised before sending)
   x MediaError                   an image, audio or video that cannot be sent (before sending)
   x ConfigurationError           the client cannot be made as asked: URL, header, API key, limit
@@ -59,6 +60,7 @@ __all__ = [
     "RateLimitError",
     "RefusalError",
     "ServerError",
+    "TokenBudgetExceeded",
     "TruncatedError",
     "UnsupportedConstraintError",
     "ValidationError",
@@ -258,6 +260,44 @@ class RefusalError(ValidationError):
     def __init__(self, refusal: str, *, text: str, output_type: Any) -> None:
         super().__init__(f"the model refused: {refusal}", text=text, output_type=output_type)
         self.refusal = refusal
+
+
+class TokenBudgetExceeded(LMClientError):
+    """A ``token_budget`` was spent: a call is not asked again, a batch starts no more items.
+
+    A budget is checked before each re-ask and each new item, never in the middle of an answer,
+    so what was spent may pass it by up to one answer: ``spent`` is the prompt and completion
+    tokens counted against it (``None`` when an answer reported no usage: a budget that cannot
+    be counted is taken as spent), ``budget`` the limit, ``over`` by how much ``spent`` passed
+    it (0 when it only reached it), ``usage`` the `Usage` counted (the call's, or the batch's).
+
+    ``total_usage`` is what the call that raised it spent, re-asked answers included, as a
+    `ValidationError`'s (``None`` for a batch item that never started, and for the error a batch
+    raises). ``results`` is set on the error a batch raises when it stopped without
+    ``return_exceptions``: its list in input order, each finished item's value in its place and
+    ``None`` for the others. A call stopped before a re-ask has the invalid answer's
+    `ValidationError` as ``__cause__``.
+    """
+
+    total_usage: Any = None
+    results: list[Any] | None = None
+
+    def __init__(self, *, budget: int, spent: int | None, usage: Any, what: str) -> None:
+        if spent is None:
+            said = f"an answer reported no usage, so the {what}'s token_budget cannot be kept"
+        else:
+            over = f", {spent - budget} over" if spent > budget else ""
+            said = f"the {what} has spent {spent} tokens of its token_budget of {budget}{over}"
+        super().__init__(said)
+        self.budget = budget
+        self.spent = spent
+        self.usage = usage
+
+    @property
+    def over(self) -> int | None:
+        """The tokens spent past the budget (0 when they only reached it); ``None`` when an
+        answer reported no usage."""
+        return None if self.spent is None else max(0, self.spent - self.budget)
 
 
 class UnsupportedConstraintError(LMClientError, ValueError):

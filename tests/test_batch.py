@@ -132,6 +132,7 @@ def test_failed_status_in_a_result_line(tmp_path: pathlib.Path) -> None:
     [
         ({"dialect": "auto"}, ValueError),
         ({"dialect": "vllm", "timeout": 3}, TypeError),
+        ({"dialect": "vllm", "token_budget": 100}, TypeError),  # a file has no re-asks to stop
         ({"dialect": "vllm", "temprature": 1}, TypeError),
         ({"dialect": "tgi", "endpoint": "completions"}, lmclient.UnsupportedConstraintError),
         ({"dialect": "vllm", "headers": {"X-Tenant": "a"}}, TypeError),
