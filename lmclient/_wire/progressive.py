@@ -95,21 +95,26 @@ class Partial(Generic[T]):
     value closed. The validated ``T`` is the stream's ``value`` at the end.
     """
 
-    __slots__ = ("_cell", "_root", "_value", "_version", "done")
+    __slots__ = ("_cell", "_root", "_value", "_version")
 
-    def __init__(self, root: Any, version: int, cell: tuple[Any, ...] | None) -> None:
+    def __init__(self, root: _Container, version: int, cell: tuple[Any, ...] | None) -> None:
         self._root = root
         self._version = version
         self._cell = cell  # the deepest value still open, or None once the whole value closed
-        self._value: Any = None
-        self.done = cell is None
+        self._value: dict[str, Any] | None = None
 
     @property
     def value(self) -> dict[str, Any]:
         """The value so far, built on first use (then kept): each snapshot's is its own."""
         if self._value is None:
-            self._value = _built(self._root, self._version)
-        return self._value  # type: ignore[no-any-return]
+            value: dict[str, Any] = _built(self._root, self._version)
+            self._value = value
+        return self._value
+
+    @property
+    def done(self) -> bool:
+        """The whole value has been written (its validation comes at the end of the stream)."""
+        return self._cell is None
 
     @property
     def incomplete(self) -> tuple[Path, ...]:
@@ -218,9 +223,11 @@ class JsonProgress:
         if c is None:  # whitespace to the end of the delta
             return end
         top = self._stack[-1] if self._stack else None
-        if mode == "root":
-            self._mode = "broken" if c != "{" else self._mode
-            return self._open(c, end) if c == "{" else end
+        if mode == "root":  # an object, and nothing else, may begin the text
+            if c == "{":
+                return self._open(c, end)
+            self._mode = "broken"
+            return end
         if mode == "value" or (mode == "first" and c != "]"):
             if c in _SCALAR_START:
                 self._mode = "scalar"
@@ -322,7 +329,7 @@ class JsonProgress:
             self._escape = ""
             self._decoded(m.group())
             return pos + m.end() - len(have)
-        if pos + len(more) == len(delta) and len(text) < _LONGEST_ESCAPE and text[1:2] in "u":
+        if pos + len(more) == len(delta) and len(text) < _LONGEST_ESCAPE and text[1:2] in ("", "u"):
             self._escape = text  # cut by the end of the delta: wait for the rest
         else:
             self._mode = "broken"
