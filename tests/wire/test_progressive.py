@@ -370,8 +370,14 @@ class Person(msgspec.Struct):
     age: int
 
 
-def replay(sse: bytes) -> ScriptedServer:
+class Story(msgspec.Struct):
+    title: str
+    text: str
+
+
+def replay(name: str) -> ScriptedServer:
     """A loopback server that answers with a recorded stream, an event per HTTP chunk."""
+    sse = (LLAMACPP_LIVE / f"{name}.response.sse").read_bytes()
     events = [e + b"\n\n" for e in sse.split(b"\n\n") if e.strip()]
     head = (b"content-type", b"text/event-stream")
     body = chunked(*events)
@@ -379,7 +385,7 @@ def replay(sse: bytes) -> ScriptedServer:
 
 
 def test_recorded_stream_over_a_socket_sync() -> None:
-    server = replay((LLAMACPP_LIVE / "so_json_schema_stream.response.sse").read_bytes())
+    server = replay("so_json_schema_stream")
     try:
         with (
             lmclient.Client(server.url + "/v1", model="m", dialect="llamacpp") as client,
@@ -393,7 +399,7 @@ def test_recorded_stream_over_a_socket_sync() -> None:
 
 
 async def test_recorded_stream_over_a_socket_async() -> None:
-    server = replay((LLAMACPP_LIVE / "so_json_schema_stream.response.sse").read_bytes())
+    server = replay("so_json_schema_stream")
     try:
         async with (
             lmclient.AsyncClient(server.url + "/v1", model="m", dialect="llamacpp") as client,
@@ -404,6 +410,44 @@ async def test_recorded_stream_over_a_socket_async() -> None:
     finally:
         server.stop()
     assert [x.done for x in seen] == [False] * 5 + [True] and seen[-1].value["age"] == 100
+
+
+def check_story(seen: list[Partial[Story]], story: Story) -> None:
+    """llama.cpp wrote the story a token at a time: the text shows growing across dozens of
+    snapshots, each a longer prefix of the validated text, marked incomplete until it closed."""
+    texts = [s.value["text"] for s in seen if "text" in s.value]
+    assert len(set(texts)) > 40 and texts[-1] == story.text
+    assert all(b.startswith(a) for a, b in itertools.pairwise(texts))
+    assert all(
+        ("text",) in s.incomplete for s in seen if s.value.get("text", story.text) != story.text
+    )
+    assert seen[-1].done and seen[-1].value == builtins(story)
+
+
+def test_recorded_long_string_over_a_socket_sync() -> None:
+    server = replay("partials_story_stream")
+    try:
+        with (
+            lmclient.Client(server.url + "/v1", model="m", dialect="llamacpp") as client,
+            client.stream("Q", Story) as s,
+        ):
+            seen = list(s.partials())
+            check_story(seen, s.value)
+    finally:
+        server.stop()
+
+
+async def test_recorded_long_string_over_a_socket_async() -> None:
+    server = replay("partials_story_stream")
+    try:
+        async with (
+            lmclient.AsyncClient(server.url + "/v1", model="m", dialect="llamacpp") as client,
+            client.stream("Q", Story) as s,
+        ):
+            seen = [snapshot async for snapshot in s.partials()]
+        check_story(seen, await s.aread())
+    finally:
+        server.stop()
 
 
 # -- streams over sockets ----------------------------------------------------------------------
