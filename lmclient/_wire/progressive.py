@@ -172,7 +172,10 @@ class JsonProgress:
         self.max_depth = max_depth
         self._stack: list[_Container] = []
         self._root: Any = None
-        self._mode = "root"  # what comes next; see `_step`
+        # What comes next: "root" (the object's "{"), "first_name" (after "{": a key or "}"),
+        # "name" (after ","), "key" (in a key), "colon", "value", "first" (after "[": a value or
+        # "]"), "string", "scalar", "after" (after a member: "," or the closer), "end", "broken".
+        self._mode = "root"
         self._key: list[str] = []  # an object key's decoded pieces, while it is read
         self._string: _Str | None = None  # the open string value
         self._cell: tuple[Any, ...] | None = None  # the open string's path cell
@@ -295,7 +298,7 @@ class JsonProgress:
             self._mode = "broken"
             return
         self._add(value)
-        self._mode = "after" if self._stack else "end"
+        self._mode = "after"  # a scalar is always inside the root object
 
     def _in_string(self, delta: str, pos: int) -> int:
         """Inside a key or a string value: a run of characters, an escape, or the end."""
@@ -313,7 +316,7 @@ class JsonProgress:
                 self._mode = "colon"
             else:
                 self._string = self._cell = None
-                self._mode = "after" if self._stack else "end"
+                self._mode = "after"  # a string is always inside the root object
                 self._changed = True
             return pos + 1
         self._escape = "\\"
