@@ -77,6 +77,24 @@ def _built(node: Any, version: int) -> Any:
     return node
 
 
+_MISSING: Any = object()
+
+
+def _member(node: Any, key: str | int, version: int) -> Any:
+    """The member ``key`` of a container as the snapshot of ``version`` shows it, or _MISSING."""
+    if not isinstance(node, _Container):
+        return _MISSING
+    end = bisect_right(node.marks, version)
+    if node.keys is None:
+        if isinstance(key, int) and -end <= key < end:
+            return node.values[key % end]
+        return _MISSING
+    for i in range(end - 1, -1, -1):  # a key written twice: the later value
+        if node.keys[i] == key:
+            return node.values[i]
+    return _MISSING
+
+
 def _path(cell: tuple[Any, ...]) -> Path:
     keys: list[str | int] = []
     while cell:
@@ -126,20 +144,18 @@ class Partial(Generic[T]):
         return tuple(path[:i] for i in range(len(path) + 1))
 
     def get(self, *path: str | int, default: Any = None) -> Any:
-        """The value at ``path`` (keys and list indices) so far, or ``default`` if it is not
-        there yet: ``snapshot.get("tags", 0)``."""
-        node: Any = self.value
+        """The value at ``path`` (object keys and array indices) so far, or ``default`` if it is
+        not there yet: ``snapshot.get("tags", 0)``. It builds only that value, not the whole."""
+        node: Any = self._root
         for key in path:
-            try:
-                node = node[key]
-            except (KeyError, IndexError, TypeError):
+            node = _member(node, key, self._version)
+            if node is _MISSING:
                 return default
-        return node
+        return _built(node, self._version)
 
     def complete(self, *path: str | int) -> bool:
         """Whether the value at ``path`` is there and whole (no longer written)."""
-        missing = object()
-        if self.get(*path, default=missing) is missing:
+        if self.get(*path, default=_MISSING) is _MISSING:
             return False
         return path not in self.incomplete
 

@@ -132,16 +132,19 @@ def test_nested_objects_and_arrays_show_as_they_fill() -> None:
 
 def test_get_and_complete_read_a_path() -> None:
     (snapshot,) = shown(['{"p":{"tags":["a","b'])
-    assert snapshot.get("p", "tags", 1) == "b" and snapshot.get("p", "tags", 0) == "a"
-    assert snapshot.get("p", "nope") is None and snapshot.get("p", "tags", 5, default=0) == 0
-    assert snapshot.get("p", "tags", 0, "deeper") is None  # a string is not indexed by key
-    assert snapshot.complete("p", "tags", 0) and not snapshot.complete("p", "tags", 1)
-    assert not snapshot.complete("p") and not snapshot.complete("missing")
-    assert snapshot.get() == snapshot.value
     assert repr(snapshot) == (
         "Partial({'p': {'tags': ['a', 'b']}}, done=False, "
         "incomplete=[(), ('p',), ('p', 'tags'), ('p', 'tags', 1)])"
     )
+    assert snapshot.get("p", "tags", 1) == "b" and snapshot.get("p", "tags", 0) == "a"
+    assert snapshot.get("p", "nope") is None and snapshot.get("p", "tags", 5, default=0) == 0
+    assert snapshot.get("p", "tags", 0, "deeper") is None  # a string is not indexed
+    assert snapshot.get("p", "tags", -1) == "b" and snapshot.get("p", "tags", -3) is None
+    assert snapshot.get("p", 0) is None and snapshot.get("p", "tags", "0") is None
+    assert snapshot.complete("p", "tags", 0) and not snapshot.complete("p", "tags", 1)
+    assert not snapshot.complete("p") and not snapshot.complete("missing")
+    snapshot.value["p"] = "changed"  # the snapshot's own dict: get still reads the snapshot
+    assert snapshot.get("p", "tags") == ["a", "b"] and snapshot.get() == {"p": {"tags": ["a", "b"]}}
 
 
 def test_a_snapshot_only_when_what_it_shows_changes() -> None:
@@ -173,6 +176,7 @@ def test_escapes_and_surrogate_pairs_cut_at_every_point() -> None:
 
 def test_duplicate_keys_take_the_later_value() -> None:
     assert values(['{"a":1,"b":2,"a":"x"}'])[-1] == {"a": "x", "b": 2}
+    assert shown(['{"a":1,"b":2,"a":"x"}'])[-1].get("a") == "x"
     assert msgspec.json.decode('{"a":1,"b":2,"a":"x"}') == {"a": "x", "b": 2}
 
 
