@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from ._stream import AsyncStream, Stream
     from ._tools import Tool, ToolCall
     from ._usage import UsageTotal
+    from ._wire.progressive import Partial
     from ._wire.protocol import (
         CompletionTokensDetails,
         LlamaCppTimings,
@@ -99,6 +100,7 @@ _LAZY = {
     "AsyncStream": "_stream",
     "Stream": "_stream",
     "Progress": "_progress",
+    "Partial": "_wire.progressive",
     "TokenLogprob": "_wire.protocol",
     "TopLogprob": "_wire.protocol",
     "Usage": "_wire.protocol",
@@ -153,6 +155,7 @@ __all__ = [
     "Media",
     "MediaError",
     "NotFoundError",
+    "Partial",
     "PermissionDeniedError",
     "Progress",
     "PromptTokensDetails",

@@ -26,14 +26,15 @@ from ._wire.sse import ArrayItems
 
 if TYPE_CHECKING:
     from ._tools import ToolCall
-    from ._wire.partial import PartialObject
+    from ._wire.partial import ObjectProgress, PartialObject
+    from ._wire.progressive import Partial
     from ._wire.protocol import WireToolCall
 
 __all__ = ["AsyncStream", "Stream"]
 
 T = TypeVar("T")
 E = TypeVar("E")  # the element of a list/tuple/set output, which items() yields
-K = TypeVar("K")  # the key and value of a dict output, which partials() snapshots
+K = TypeVar("K")  # the key and value of a dict output, which fields() snapshots
 V = TypeVar("V")
 # What `deltas()` yields: reasoning and content text, told apart.
 Delta = tuple[Literal["reasoning", "content"], str]
@@ -68,12 +69,21 @@ def _item_decoder(state: StreamState) -> Callable[[str], Any]:
 
 
 def _partial_object(state: StreamState) -> PartialObject:
-    """The snapshots of the output type's JSON object; TypeError for other types."""
-    from ._wire.partial import PartialObject  # on the first partials(): most programs never need it
+    """The whole fields of the output type's JSON object; TypeError for other types."""
+    from ._wire.partial import PartialObject  # on the first fields(): most programs never need it
 
     spec = state.call.spec
     assert spec is not None
     return PartialObject(spec)
+
+
+def _progress(state: StreamState) -> ObjectProgress:
+    """The snapshots of the output type's JSON object as it grows; TypeError for other types."""
+    from ._wire.partial import ObjectProgress  # on the first partials()
+
+    spec = state.call.spec
+    assert spec is not None
+    return ObjectProgress(spec)
 
 
 def _calls_decoder(state: StreamState) -> Callable[[list[WireToolCall]], list[ToolCall[Any]]]:
@@ -188,8 +198,8 @@ class _StreamBase(Generic[T]):
 
 
 class Stream(_StreamBase[T]):
-    """Iterate for text deltas; `items()` for array elements; `partials()` for an object's
-    fields; `value` for the validated whole."""
+    """Iterate for text deltas; `items()` for array elements; `partials()` for an object as it
+    grows, `fields()` for its whole fields; `value` for the validated whole."""
 
     def __init__(self, opener: Opener) -> None:
         self._opener = opener
@@ -255,19 +265,39 @@ class Stream(_StreamBase[T]):
                 yield decode(text)
         self.read()
 
+    def partials(self) -> Iterator[Partial[T]]:
+        """A snapshot of a JSON-object output each time what it shows changes: strings as they
+        grow, numbers once whole, nested objects and arrays as they fill, with the paths still
+        being written (see docs/streaming.md); each top-level field is validated as it closes,
+        and the whole value at the end. Text already read by iterating the stream counts: the
+        snapshots always start from the beginning."""
+        progress = None if self._state is None else _progress(self._state)
+        return self._partials(progress)
+
+    def _partials(self, progress: ObjectProgress | None) -> Iterator[Partial[T]]:
+        deltas = self._iterator()
+        state = self._state
+        assert state is not None
+        if progress is None:  # the stream was opened just now, by `_iterator`
+            progress = _progress(state)
+        yield from progress.update(state.parts)  # deltas read before, if any
+        for _ in deltas:
+            yield from progress.update(state.parts)
+        self.read()
+
     @overload
-    def partials(self: Stream[dict[K, V]]) -> Iterator[dict[K, V]]: ...  # type: ignore[overload-overlap]
+    def fields(self: Stream[dict[K, V]]) -> Iterator[dict[K, V]]: ...  # type: ignore[overload-overlap]
     @overload
-    def partials(self) -> Iterator[dict[str, Any]]: ...
-    def partials(self) -> Iterator[dict[Any, Any]]:
+    def fields(self) -> Iterator[dict[str, Any]]: ...
+    def fields(self) -> Iterator[dict[Any, Any]]:
         """A snapshot of a JSON-object output each time a top-level field closes: a new dict of
         the fields complete so far, each value validated against its field's type (see
         docs/streaming.md); at the end the whole value is validated too. Text already read by
         iterating the stream counts: the snapshots always start from the first field."""
         partial = None if self._state is None else _partial_object(self._state)
-        return self._partials(partial)
+        return self._fields(partial)
 
-    def _partials(self, partial: PartialObject | None) -> Iterator[dict[Any, Any]]:
+    def _fields(self, partial: PartialObject | None) -> Iterator[dict[Any, Any]]:
         deltas = self._iterator()
         state = self._state
         assert state is not None
@@ -427,17 +457,36 @@ class AsyncStream(_StreamBase[T]):
                 yield decode(text)
         await self.aread()
 
-    @overload
-    def partials(self: AsyncStream[dict[K, V]]) -> AsyncIterator[dict[K, V]]: ...  # type: ignore[overload-overlap]
-    @overload
-    def partials(self) -> AsyncIterator[dict[str, Any]]: ...
-    def partials(self) -> AsyncIterator[dict[Any, Any]]:
-        """A snapshot of a JSON-object output each time a top-level field closes (as
+    def partials(self) -> AsyncIterator[Partial[T]]:
+        """A snapshot of a JSON-object output each time what it shows changes (as
         `Stream.partials`)."""
-        partial = None if self._state is None else _partial_object(self._state)
-        return self._partials(partial)
+        progress = None if self._state is None else _progress(self._state)
+        return self._partials(progress)
 
-    async def _partials(self, partial: PartialObject | None) -> AsyncIterator[dict[Any, Any]]:
+    async def _partials(self, progress: ObjectProgress | None) -> AsyncIterator[Partial[T]]:
+        deltas = await self._iterator()
+        state = self._state
+        assert state is not None
+        if progress is None:  # the stream was opened just now, by `_iterator`
+            progress = _progress(state)
+        for snapshot in progress.update(state.parts):  # deltas read before, if any
+            yield snapshot
+        async for _ in deltas:
+            for snapshot in progress.update(state.parts):
+                yield snapshot
+        await self.aread()
+
+    @overload
+    def fields(self: AsyncStream[dict[K, V]]) -> AsyncIterator[dict[K, V]]: ...  # type: ignore[overload-overlap]
+    @overload
+    def fields(self) -> AsyncIterator[dict[str, Any]]: ...
+    def fields(self) -> AsyncIterator[dict[Any, Any]]:
+        """A snapshot of a JSON-object output each time a top-level field closes (as
+        `Stream.fields`)."""
+        partial = None if self._state is None else _partial_object(self._state)
+        return self._fields(partial)
+
+    async def _fields(self, partial: PartialObject | None) -> AsyncIterator[dict[Any, Any]]:
         deltas = await self._iterator()
         state = self._state
         assert state is not None

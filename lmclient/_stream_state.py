@@ -100,8 +100,8 @@ class StreamState:
 
     @property
     def parts(self) -> list[str]:
-        """The content deltas so far, in order: the live list, which `partials()` reads by
-        index, so that it sees every delta whoever iterated the stream."""
+        """The content deltas so far, in order: the live list, which `partials()` and `fields()`
+        read by index, so that they see every delta whoever iterated the stream."""
         return self._parts
 
     @property

@@ -1,6 +1,7 @@
-"""The testing guide's respx example runs as a user's test file would: the python block of
-docs/testing.md's "respx, as with the openai SDK" section, written out and run by pytest in a
-fresh interpreter."""
+"""The guides' examples run: the testing guide's respx example as a user's test file would (the
+python block of docs/testing.md's "respx, as with the openai SDK" section, written out and run
+by pytest in a fresh interpreter), and the streaming guide's `partials()` example against the
+fake."""
 
 from __future__ import annotations
 
@@ -8,6 +9,12 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
+
+import lmclient
+from lmclient.testing import FakeLLM
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,3 +38,21 @@ def test_the_respx_example_of_the_testing_guide_passes(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "3 passed" in done.stdout
+
+
+def test_the_partials_example_of_the_streaming_guide_runs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """docs/streaming.md's "Partial objects" block, against the fake: the summary grows."""
+    summary = "A careful paper, with one weak section."
+    fake = FakeLLM()
+    fake.reply({"title": "On streams", "score": 4, "summary": summary}, chunk_size=6)
+    with fake.serve() as url, lmclient.Client(url) as client:
+        scope: dict[str, Any] = {"client": client, "__name__": "example"}
+        exec(_block("streaming.md", "Partial objects"), scope)  # our own docs, run as written
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1].strip() == summary
+    growing = [line.removesuffix(" …") for line in lines if line.endswith(" …")]
+    prefixes = [g for g in dict.fromkeys(growing) if g]  # before the summary began: ""
+    assert len(prefixes) >= 3 and all(summary.startswith(g) for g in prefixes)
+    assert scope["report"].summary == summary

@@ -387,7 +387,7 @@ class Weather(msgspec.Struct):
     city: str
 
 
-@pytest.mark.parametrize("read", ["deltas", "items", "partials", "calls"])
+@pytest.mark.parametrize("read", ["deltas", "items", "partials", "fields", "calls"])
 def test_every_way_of_reading_a_stream_reports_its_end(read: str) -> None:
     fake = FakeLLM()
     events: list[HookEvent] = []
@@ -402,7 +402,11 @@ def test_every_way_of_reading_a_stream_reports_its_end(read: str) -> None:
         elif read == "partials":
             fake.reply({"city": "Oslo"})
             with c.stream(PROMPT, Weather) as stream:
-                assert list(stream.partials()) == [{"city": "Oslo"}]
+                assert [p.value for p in stream.partials()][-1] == {"city": "Oslo"}
+        elif read == "fields":
+            fake.reply({"city": "Oslo"})
+            with c.stream(PROMPT, Weather) as stream:
+                assert list(stream.fields()) == [{"city": "Oslo"}]
         else:
             fake.reply(None, tool_calls=[("weather", {"city": "Oslo"})])
             with c.stream(PROMPT, tools=[lmclient.Tool(Weather, name="weather")]) as stream:

@@ -1,6 +1,6 @@
 """Static typing is part of the API: mypy --strict and pyright strict must accept
-tests/typing/usage.py as it is (every ``assert_type`` exact, every misspelt parameter and every
-value that is not a type an error the file expects)."""
+tests/typing/usage.py and tests/typing/partials.py as they are (every ``assert_type`` exact,
+every misspelt parameter and every value that is not a type an error the file expects)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ def test_usage_type_checks() -> None:
             "--warn-unused-ignores",
             "--no-incremental",
             "tests/typing/usage.py",
+            "tests/typing/partials.py",
         ],
         cwd=ROOT,
         capture_output=True,

@@ -1,11 +1,13 @@
 """Partial objects: the top-level fields of a streamed JSON object, each as soon as its value
-closes, decoded and validated against that field's type (`Stream.partials()`).
+closes, decoded and validated against that field's type (`Stream.fields()`, and the checks
+behind `Stream.partials()`).
 
 `ObjectFields` splits the text, arriving in pieces, into ``(key, value)`` texts; `PartialObject`
 decodes each value with a decoder built once per output type and keeps the snapshot. Both cost
 time linear in the text: each character is passed over once by one regex search, and each
 field's text is joined and decoded once. Values are delimited, not parsed; a malformed value
 fails its decoder, and the whole value is validated at the end of the stream as always.
+`ObjectProgress` puts them beside `progressive.JsonProgress`, which shows the value as it grows.
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ import msgspec
 from lmclient._output.depth import MAX_DEPTH, nested_deeper, too_deep, type_depth
 from lmclient._output.markers import JsonSchema
 from lmclient._output.types import DECODE_ERRORS, OutputSpec
+from lmclient._wire.progressive import JsonProgress, Partial
 from lmclient.errors import ValidationError
 
-__all__ = ["ObjectFields", "PartialObject"]
+__all__ = ["ObjectFields", "ObjectProgress", "PartialObject"]
 
 # What ends each phase's scan. JSON whitespace is four characters; ``\s`` takes a few more,
 # which only a malformed value (rejected by its decoder) could contain outside a string.
@@ -390,7 +393,7 @@ def _schema_field(key: str, check: Callable[[Any], None], marker: JsonSchema) ->
 
 
 class PartialObject:
-    """The snapshots of one `partials()` call: `update` reads the stream's new content deltas and
+    """The snapshots of one `fields()` call: `update` reads the stream's new content deltas and
     gives a new dict for each top-level field that closed (a key the type does not have changes
     nothing, so it gives none)."""
 
@@ -405,21 +408,52 @@ class PartialObject:
     def update(self, parts: list[str]) -> Iterator[dict[Any, Any]]:
         """Feed the deltas of ``parts`` (the stream's deltas so far) not yet fed. A generator, so
         that the snapshots before an invalid field are given before its error."""
-        named, other = self._fields.named, self._fields.other
-        snapshot = self._snapshot
         while self._read < len(parts):
             delta = parts[self._read]
             self._read += 1
-            for key_text, text in self._splitter.feed(delta):
-                key = key_text[1:-1] if "\\" not in key_text else _JSON_STRING.decode(key_text)
-                field = named.get(key)
-                if field is not None:
-                    snapshot[field[0]] = field[1](text)
-                elif other is not None:
-                    pair = other(key_text, text)
-                    if pair is None:
-                        continue
-                    snapshot[pair[0]] = pair[1]
-                else:
+            for _ in self.closed(delta):
+                yield dict(self._snapshot)
+
+    def closed(self, delta: str) -> Iterator[None]:
+        """Feed one delta: a step for each field it closes, once the field is decoded,
+        validated and in the snapshot (`ValidationError` for an invalid one)."""
+        named, other = self._fields.named, self._fields.other
+        snapshot = self._snapshot
+        for key_text, text in self._splitter.feed(delta):
+            key = key_text[1:-1] if "\\" not in key_text else _JSON_STRING.decode(key_text)
+            field = named.get(key)
+            if field is not None:
+                snapshot[field[0]] = field[1](text)
+            elif other is not None:
+                pair = other(key_text, text)
+                if pair is None:
                     continue
-                yield dict(snapshot)
+                snapshot[pair[0]] = pair[1]
+            else:
+                continue
+            yield
+
+
+class ObjectProgress:
+    """The snapshots of one `partials()` call: `update` reads the stream's new content deltas and
+    gives a `Partial` for each that changes what the value shows. Each top-level field is also
+    decoded and validated against its type as it closes (`PartialObject`), so a field is never
+    shown whole when it is invalid: its `ValidationError` comes first."""
+
+    __slots__ = ("_fields", "_json", "_read")
+
+    def __init__(self, spec: OutputSpec[Any]) -> None:
+        self._fields = PartialObject(spec)
+        self._json = JsonProgress(type_depth(spec.output_type))
+        self._read = 0
+
+    def update(self, parts: list[str]) -> Iterator[Partial[Any]]:
+        """Feed the deltas of ``parts`` not yet fed (as `PartialObject.update`)."""
+        while self._read < len(parts):
+            delta = parts[self._read]
+            self._read += 1
+            for _ in self._fields.closed(delta):
+                pass
+            snapshot = self._json.feed(delta)
+            if snapshot is not None:
+                yield snapshot

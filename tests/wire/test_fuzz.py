@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import lmclient
 from lmclient import _stream_state
 from lmclient._dialects import Endpoint
+from lmclient._wire.progressive import JsonProgress
 from lmclient._wire.sse import ArrayItems, SSEDecoder
 from tests.helpers import make_core
 
@@ -106,7 +107,7 @@ def test_sse_decoder_never_fails(chunks: list[bytes]) -> None:
     decoder.close()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(pieces=st.lists(st.text(alphabet='[]{}",\\: ab1\n', max_size=30), max_size=8))
 def test_array_item_splitter_never_fails(pieces: list[str]) -> None:
     splitter = ArrayItems()
@@ -117,6 +118,23 @@ def test_array_item_splitter_never_fails(pieces: list[str]) -> None:
                 decode.decode(item)
             except (msgspec.DecodeError, msgspec.ValidationError):
                 pass  # the stream turns these into lmclient.ValidationError
+
+
+@settings(max_examples=500, deadline=None)
+@given(pieces=st.lists(st.text(alphabet='[]{}",\\:u0dD8e ab1tn\n-.', max_size=30), max_size=8))
+def test_progressive_reader_never_fails(pieces: list[str]) -> None:
+    """Any text: snapshots of plain JSON values, or the reader stops (`broken`), never an error;
+    a snapshot marked done shows exactly the JSON its text decodes to."""
+    reader = JsonProgress(4)
+    fed = ""
+    for piece in pieces:
+        fed += piece
+        snapshot = reader.feed(piece)
+        if snapshot is not None:
+            assert isinstance(snapshot.value, dict) and snapshot.get() == snapshot.value
+            if snapshot.done:
+                whole, _ = json.JSONDecoder().raw_decode(fed.lstrip(" \t\n\r"))
+                assert snapshot.value == whole
 
 
 def test_deep_nesting_is_a_typed_error() -> None:

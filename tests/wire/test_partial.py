@@ -1,4 +1,4 @@
-"""`Stream.partials()`: an object's top-level fields as they close, validated field by field.
+"""`Stream.fields()`: an object's top-level fields as they close, validated field by field.
 
 The pure splitter and decoders first, then a property over random values and chunkings (the
 snapshots grow monotonically to the final value's fields, and the work is linear in the text),
@@ -251,7 +251,7 @@ def test_an_invalid_field_raises_with_its_path_and_the_output_type() -> None:
     assert info.value.text == '{"x":1,"y":"no"}'
 
 
-def test_snapshots_are_independent_dicts() -> None:
+def test_whole_fieldsare_independent_dicts() -> None:
     first, second = snapshots(Point, ['{"x":1,"y":2}'])
     first["x"] = 99
     assert second == {"x": 1, "y": 2}
@@ -275,7 +275,7 @@ def test_not_an_object_is_a_type_error(output_type: Any) -> None:
 @pytest.mark.parametrize("endpoint", ["chat", "completions"])
 def test_object_outputs_are_never_wrapped(name: str, endpoint: Any) -> None:
     """Dialects that need an object root wrap other types in ``{"value": …}``; an object is sent
-    as itself, so `partials()` reads the fields of the root object on every dialect."""
+    as itself, so `fields()` reads the fields of the root object on every dialect."""
     for compact in (False, True):
         try:
             plan = DIALECTS[name].plan(compile_output(Record), endpoint, compact=compact)
@@ -345,7 +345,7 @@ def encode(value: Record, layout: str) -> str:
 
 @settings(max_examples=150, deadline=None)
 @given(value=records, layout=layouts, data=st.data())
-def test_snapshots_grow_to_the_final_fields_in_linear_work(
+def test_whole_fieldsgrow_to_the_final_fields_in_linear_work(
     value: Record, layout: str, data: st.DataObject
 ) -> None:
     text = encode(value, layout)
@@ -381,21 +381,21 @@ def test_work_does_not_grow_with_the_number_of_deltas() -> None:
 
 
 @pytest.mark.parametrize("endpoint", ["chat", "completions"])
-def test_sync_stream_partials(endpoint: Any, fake: FakeLLM, url: str) -> None:
+def test_sync_stream_fields(endpoint: Any, fake: FakeLLM, url: str) -> None:
     fake.reply(RECORD, chunk_size=5)
     with lmclient.Client(url) as client, client.stream("Q", Record, endpoint=endpoint) as s:
-        seen = list(s.partials())
+        seen = list(s.fields())
         assert s.value == RECORD
     assert len(seen) == len(Record.__struct_fields__) and seen[-1] == fields(RECORD)
     assert fake.last_request.stream and fake.last_request.endpoint == endpoint
 
 
 @pytest.mark.parametrize("endpoint", ["chat", "completions"])
-async def test_async_stream_partials(endpoint: Any, fake: FakeLLM, url: str) -> None:
+async def test_async_stream_fields(endpoint: Any, fake: FakeLLM, url: str) -> None:
     fake.reply(RECORD, chunk_size=5)
     async with lmclient.AsyncClient(url) as client:
         async with client.stream("Q", Record, endpoint=endpoint) as s:
-            seen = [snapshot async for snapshot in s.partials()]
+            seen = [snapshot async for snapshot in s.fields()]
         assert s.value == RECORD
     assert len(seen) == len(Record.__struct_fields__) and seen[-1] == fields(RECORD)
 
@@ -403,7 +403,7 @@ async def test_async_stream_partials(endpoint: Any, fake: FakeLLM, url: str) -> 
 def test_server_whitespace_padded_json(fake: FakeLLM, url: str) -> None:
     fake.reply(padded(RECORD), chunk_size=3)
     with lmclient.Client(url, whitespace="server") as client, client.stream("Q", Record) as s:
-        assert list(s.partials())[-1] == fields(RECORD)
+        assert list(s.fields())[-1] == fields(RECORD)
         assert s.value == RECORD and "\n" in s.text
 
 
@@ -415,10 +415,10 @@ def test_first_snapshot_arrives_before_the_last_chunk_is_sent() -> None:
         lmclient.Client(base_url) as client,
         client.stream("Q", Record) as s,
     ):
-        partials = s.partials()
-        assert next(partials) == {"title": RECORD.title}
+        whole_fields = s.fields()
+        assert next(whole_fields) == {"title": RECORD.title}
         gate.set()  # only now may the server send its last chunk
-        assert list(partials)[-1] == fields(RECORD)
+        assert list(whole_fields)[-1] == fields(RECORD)
 
 
 def test_an_invalid_field_raises_at_that_field(fake: FakeLLM, url: str) -> None:
@@ -429,7 +429,7 @@ def test_an_invalid_field_raises_at_that_field(fake: FakeLLM, url: str) -> None:
         client.stream("Q", Record) as s,
         pytest.raises(errors.ValidationError, match=r">= 0 - at `\$\.count`"),
     ):
-        seen.extend(s.partials())
+        seen.extend(s.fields())
     assert seen == [{"title": "t"}]
 
 
@@ -443,7 +443,7 @@ def test_a_cut_object_yields_its_complete_fields_then_truncated_error(
         client.stream("Q", Record) as s,
         pytest.raises(lmclient.TruncatedError),
     ):
-        seen.extend(s.partials())
+        seen.extend(s.fields())
     assert seen == [{"title": "t"}]  # "count" may have been cut mid-number: not given
 
 
@@ -451,7 +451,7 @@ def test_not_an_object_is_a_type_error_at_the_call(fake: FakeLLM, url: str) -> N
     fake.reply([Point(1, 2)])
     with lmclient.Client(url) as client, client.stream("Q", list[Point]) as s:
         with pytest.raises(TypeError, match=r"use items\(\)"):
-            s.partials()  # deliberately not an object type
+            s.fields()  # deliberately not an object type
         assert list(s.items()) == [Point(1, 2)]  # the stream is still usable
 
 
@@ -459,50 +459,50 @@ def test_not_entered_opens_at_the_first_step(fake: FakeLLM, url: str) -> None:
     fake.reply(Point(1, 2))
     with lmclient.Client(url) as client:
         stream = client.stream("Q", Point)
-        partials = stream.partials()
+        whole_fields = stream.fields()
         assert not fake.calls  # nothing sent yet
-        assert list(partials) == [{"x": 1}, {"x": 1, "y": 2}]
+        assert list(whole_fields) == [{"x": 1}, {"x": 1, "y": 2}]
         stream.close()
         text_stream = client.stream("Q")
         with pytest.raises(TypeError, match=r"not <class 'str'>"):
-            next(text_stream.partials())
+            next(text_stream.fields())
         text_stream.close()
 
 
-# -- mixing partials() with text iteration ----------------------------------------------------
+# -- mixing fields() with text iteration ----------------------------------------------------
 
 
-def test_text_read_before_partials_still_counts(fake: FakeLLM, url: str) -> None:
+def test_text_read_before_fields_still_counts(fake: FakeLLM, url: str) -> None:
     """Deltas go to whichever iterator asks; the snapshots are built from all the text."""
     fake.reply(RECORD, chunk_size=3)
     with lmclient.Client(url) as client, client.stream("Q", Record) as s:
         deltas = iter(s)
         head = "".join(next(deltas) for _ in range(15))
         assert len(head) == 45
-        seen = list(s.partials())
+        seen = list(s.fields())
         assert seen[-1] == fields(RECORD) and len(seen) == len(Record.__struct_fields__)
-        assert list(deltas) == []  # partials() took the rest
+        assert list(deltas) == []  # fields() took the rest
         assert s.value == RECORD
 
 
-def test_break_iterate_text_then_partials_again(fake: FakeLLM, url: str) -> None:
+def test_break_iterate_text_then_fields_again(fake: FakeLLM, url: str) -> None:
     fake.reply(RECORD, chunk_size=3)
     text = msgspec.json.encode(RECORD).decode()
     with lmclient.Client(url) as client, client.stream("Q", Record) as s:
-        for snapshot in s.partials():
+        for snapshot in s.fields():
             assert snapshot == {"title": RECORD.title}
             break
-        rest = "".join(s)  # the deltas partials() has not taken
+        rest = "".join(s)  # the deltas fields() has not taken
         assert rest and text.endswith(rest) and s.text == text
-        again = list(s.partials())  # every snapshot again, from the first field
+        again = list(s.fields())  # every snapshot again, from the first field
         assert again[0] == {"title": RECORD.title} and again[-1] == fields(RECORD)
 
 
-async def test_async_partials_after_aread_replays_every_snapshot(fake: FakeLLM, url: str) -> None:
+async def test_async_fields_after_aread_replays_every_snapshot(fake: FakeLLM, url: str) -> None:
     fake.reply(RECORD, chunk_size=7)
     async with lmclient.AsyncClient(url) as client, client.stream("Q", Record) as s:
         assert await s.aread() == RECORD
-        seen = [snapshot async for snapshot in s.partials()]
+        seen = [snapshot async for snapshot in s.fields()]
     assert len(seen) == len(Record.__struct_fields__) and seen[-1] == fields(RECORD)
 
 
@@ -510,5 +510,5 @@ async def test_async_not_an_object_is_a_type_error_at_the_call(fake: FakeLLM, ur
     fake.reply("hello")
     async with lmclient.AsyncClient(url) as client, client.stream("Q") as s:
         with pytest.raises(TypeError, match=r"iterate the stream for text"):
-            s.partials()
+            s.fields()
         assert "".join([d async for d in s]) == "hello"
