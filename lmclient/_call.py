@@ -21,6 +21,7 @@ import httpx
 import msgspec
 
 from . import errors
+from ._confidence import probabilities
 from ._dialects import Endpoint, Plan
 from ._log import log
 from ._output.depth import MAX_DEPTH, nested_deeper, too_deep
@@ -198,6 +199,7 @@ class Call(Attempts, kw_only=True):
     reasks: int = 0
     attempts: Sequence[str] = ()  # texts of the answers re-asked so far
     spent: Usage | None = None  # the usage of the answers re-asked so far (`add_usage`)
+    probabilities: bool = False  # create(probabilities=True): `Response.probabilities`
 
     @classmethod
     def new(
@@ -227,6 +229,7 @@ class Call(Attempts, kw_only=True):
             caveat=caveat,
             tools=tools,
             tool_choice=params.get("tool_choice") if tools else None,
+            probabilities=bool(params.get("probabilities")),
         )
 
     def finish(self, status: int, headers: Mapping[str, str], body: bytes) -> Response[Any]:
@@ -430,7 +433,7 @@ class Call(Attempts, kw_only=True):
     ) -> Response[Any]:
         """The `Response` of validated values, with this call's counts and usage so far."""
         spent = self.spent
-        return Response(
+        response: Response[Any] = Response(
             values=values,
             texts=texts,
             finish_reasons=reasons,
@@ -447,6 +450,21 @@ class Call(Attempts, kw_only=True):
             _headers=headers,
             tool_calls=tool_calls,
         )
+        if self.probabilities:
+            return self._with_probabilities(response)
+        return response
+
+    def _with_probabilities(self, response: Response[Any]) -> Response[Any]:
+        """``response`` with its first choice's options' probabilities (`_confidence`); a
+        `ConfidenceError` carrying it where its logprobs cannot tell them."""
+        try:
+            found = probabilities(
+                self.spec, self.plan, response.texts[0], response.values[0], response.logprobs
+            )
+        except errors.ConfidenceError as exc:
+            exc.response = response
+            raise
+        return msgspec.structs.replace(response, _probabilities=found)
 
     def _validated(
         self,

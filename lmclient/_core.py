@@ -21,6 +21,9 @@ import msgspec
 
 from . import errors
 from ._call import Call, Listing, Lookup, decode_wire
+from ._confidence import check as check_confidence
+from ._confidence import check_type as check_confidence_type
+from ._confidence import fields as confidence_fields
 from ._config import UDS_BASE_URL, client_headers, client_uds, client_url
 from ._dialects import (
     OWNED_PROBES,
@@ -274,6 +277,8 @@ class ClientCore:
         ):
             self._check_headers(where, {**defaults, **params})
         spec = compile_output(output_type)
+        if special and params.get("probabilities"):
+            check_confidence_type(where, spec)
         messages = None  # a prompt given as messages (a str is one user message)
         if endpoint == "chat":
             if not isinstance(prompt, str):
@@ -301,6 +306,8 @@ class ClientCore:
             model = params.get("model") or defaults.get("model")
             if model is not None and self.server_info is not None:
                 check_model(dialect.name, model, self.server_info.models, where)
+            if params.get("probabilities"):
+                check_confidence(where, spec, planned.plan, dialect)
             extra = params.get("extra_body") or defaults.get("extra_body")
             if extra:
                 dialect.check_extra(extra, endpoint)
@@ -456,6 +463,9 @@ class ClientCore:
                 body.update(tool_fields(planned.dialect.name, params))
             if not _TABLED.isdisjoint(params):
                 body.update(self._serving(planned.dialect, params, "call")[0])
+            if params.get("probabilities"):
+                top = params.get("top_logprobs")
+                body.update(confidence_fields(endpoint, top, planned.dialect))
         budget = planned.plan.budget
         if budget is not None and params.get("max_tokens") is None and thinking is not None:
             # a bounded answer can then neither run on nor be cut, after its thinking budget
@@ -507,7 +517,13 @@ _RESPELT = frozenset({"stop", "logprobs", "top_logprobs"})  # `_add_params`
 _TABLED = frozenset(TABLED)
 # The parameters checked beyond their types (`ClientCore._checked`): a call giving none of them
 # (the usual one) skips those checks at once.
-_CHECKED = HEADER_PARAMS | REASONING_PARAMS | _TOOL_PARAMS | _TABLED | {"model", "extra_body"}
+_CHECKED = (
+    HEADER_PARAMS
+    | REASONING_PARAMS
+    | _TOOL_PARAMS
+    | _TABLED
+    | {"model", "extra_body", "probabilities"}
+)
 
 
 def model_ids(body: bytes) -> list[str]:
