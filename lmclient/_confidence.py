@@ -166,9 +166,10 @@ def _chance(surface: str, settled: int, path: Sequence[TokenLogprob]) -> float:
     answer's own option is settled along them)."""
     total = 0.0
     before = 0.0  # the logprob of the answer's tokens so far
-    pos = 0
+    pos = index = 0
     unresolved = False
-    for token in path:
+    while True:  # the answer's option is settled within its tokens, the others leave them
+        token = path[index]
         rest = surface[pos:]
         for alternative in token.top_logprobs:
             tail = alternative.token
@@ -183,6 +184,7 @@ def _chance(surface: str, settled: int, path: Sequence[TokenLogprob]) -> float:
         pos += len(token.token)
         if pos >= settled:
             return total + math.exp(before)
+        index += 1
     if unresolved and total == 0.0:
         raise ConfidenceError(
             f"the logprobs cannot tell the probability of {surface!r}: its text leaves the "
