@@ -138,7 +138,7 @@ def check_params(where: str, params: Mapping[str, Any], *, allow_n: bool = False
     """Reject misspelt or mistyped per-call parameters before anything is sent."""
     for name, value in params.items():
         accepted = PARAMS.get(name)
-        if accepted is None or (name in _CREATE_ONLY and not allow_n):
+        if accepted is None or (name in _CREATE_ONLY and not allow_n and value is not None):
             hint = f" ({name} is a parameter of create() only)" if name in _CREATE_ONLY else ""
             raise TypeError(f"{where}() got an unexpected keyword argument {name!r}{hint}")
         if value is None:
