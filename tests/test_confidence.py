@@ -15,7 +15,7 @@ import msgspec
 import pytest
 
 import lmclient
-from lmclient import Choice, _confidence, errors
+from lmclient import Choice, _confidence, _core, errors
 from lmclient._dialects import DIALECTS
 from lmclient._output.types import compile_output
 from lmclient._wire.protocol import ChatCompletion, TokenLogprob, TopLogprob
@@ -219,7 +219,7 @@ def test_refusals_before_any_request() -> None:
     with pytest.raises(TypeError, match="probabilities must be bool"):
         body_of("vllm", YES_NO, probabilities=1)
     # the type is refused before the set-up requests too (no dialect known yet)
-    core = lmclient._core.ClientCore("http://h/v1", None)
+    core = _core.ClientCore("http://h/v1", None)
     with pytest.raises(TypeError, match="needs a choice output type"):
         core.validate("create", "Q", str, "chat", {"probabilities": True})
 
