@@ -20,7 +20,7 @@ from lmclient._dialects import DIALECTS
 from lmclient._output.types import compile_output
 from lmclient._wire.protocol import ChatCompletion, TokenLogprob, TopLogprob
 from lmclient.testing import FakeLLM
-from tests.helpers import FIXTURES, body_of, make_core
+from tests.helpers import FIXTURES, LLAMACPP_LIVE, body_of, make_core
 
 YES_NO = Literal["yes", "no"]
 
@@ -76,6 +76,38 @@ def test_vllm_choice_body_with_a_seen_alternative() -> None:
     found = chances(YES_NO, text, "yes", path)
     assert found["no"] == pytest.approx(math.exp(-2) / (yes + math.exp(-2)))
     assert math.fsum(found.values()) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("name", "output_type", "endpoint", "expected"),
+    [
+        ("chat_logprobs_literal", YES_NO, "chat", {"yes": 1.0, "no": 0.0}),
+        (
+            "chat_logprobs_multitoken",
+            Literal["apple", "apricot", "banana"],
+            "chat",
+            {"apple": 0.0, "apricot": 1.0, "banana": 0.0},
+        ),
+        ("completions_logprobs_literal", YES_NO, "completions", {"yes": 1.0, "no": 0.0}),
+    ],
+)
+def test_llamacpp_bodies(name: str, output_type: Any, endpoint: Any, expected: Any) -> None:
+    """llama.cpp's logprobs are the model's before the grammar: the options' tokens are far
+    down its list (``y`` −5.85 and ``yes`` −6.58 under ``Is`` −1.01), and neither ``n`` nor
+    ``no`` is among the 100 alternatives, so the answer's option takes it all. ``apricot`` is
+    settled by ``a`` ``pr`` (``ap`` + ``r``); no alternative settles apple or banana. On
+    /v1/completions the logprobs come in the chat shape."""
+    folder = LLAMACPP_LIVE
+    request = msgspec.json.decode((folder / f"{name}.request.json").read_bytes())
+    assert (request["logprobs"], request.get("top_logprobs", 100)) in ((True, 100), (100, 100))
+    params = {"temperature": 0.0, "seed": 1, "probabilities": True}
+    call = make_core(dialect="llamacpp").prepare("create", "Q", output_type, endpoint, params)
+    assert {
+        k: v for k, v in msgspec.json.decode(call.request.body or b"").items() if "log" in k
+    } == {k: v for k, v in request.items() if "log" in k}
+    response = call.finish(200, {}, (folder / f"{name}.response.json").read_bytes())
+    assert response.probabilities == expected
+    assert response.logprobs is not None and len(response.logprobs[0].top_logprobs) == 100
 
 
 # -- the arithmetic --------------------------------------------------------------------------
