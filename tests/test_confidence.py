@@ -93,13 +93,12 @@ def test_vllm_choice_body_with_a_seen_alternative() -> None:
 )
 def test_llamacpp_bodies(name: str, output_type: Any, endpoint: Any, expected: Any) -> None:
     """llama.cpp's logprobs are the model's before the grammar: the options' tokens are far
-    down its list (``y`` −5.85 and ``yes`` −6.58 under ``Is`` −1.01), and neither ``n`` nor
+    down its list (``y`` at -5.85, ``yes`` at -6.58, ``Is`` at -1.01), and neither ``n`` nor
     ``no`` is among the 100 alternatives, so the answer's option takes it all. ``apricot`` is
     settled by ``a`` ``pr`` (``ap`` + ``r``); no alternative settles apple or banana. On
     /v1/completions the logprobs come in the chat shape."""
     folder = LLAMACPP_LIVE
     request = msgspec.json.decode((folder / f"{name}.request.json").read_bytes())
-    assert (request["logprobs"], request.get("top_logprobs", 100)) in ((True, 100), (100, 100))
     params = {"temperature": 0.0, "seed": 1, "probabilities": True}
     call = make_core(dialect="llamacpp").prepare("create", "Q", output_type, endpoint, params)
     assert {
