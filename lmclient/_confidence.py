@@ -12,9 +12,10 @@ An option counts as chosen once its text so far belongs to no other option (``"y
 are not the model's choice and are not counted, for the answer as for the others. The
 probability of an option is thus the sum, over the places along the answer where a token that
 settles it was possible (the answer's own token, or an alternative), of the chance of the
-answer's tokens before that place times that token's. The server's logprobs are the model's
-before the constraint masks its tokens (vLLM's default, llama.cpp's), so the options' values
-are normalised to sum to 1: the distribution of the model's choice among the options.
+answer's tokens before that place times that token's. A server's logprobs may be the model's
+before the constraint masks its tokens (llama.cpp: a forbidden token leads the list) or after
+(vLLM 0.32: the forced end of sequence has logprob 0), so the options' values are normalised
+to sum to 1: the distribution of the model's choice among the options.
 
 What the logprobs cannot tell is said, not guessed: an option whose settling tokens are not
 among the alternatives has probability 0 (the model gave it less than the least of the
