@@ -48,3 +48,13 @@ async def test_bool_and_an_enum_async(
     _distribution(truth.probabilities, {True, False})
     _distribution(color.probabilities, set(Color))
     assert color.probabilities[color.value] > 0.0
+
+
+def test_multi_token_options(base_url: str) -> None:
+    """Options of several tokens that share a beginning, read along the answer's path."""
+    fruit = Literal["apple", "apricot", "banana"]
+    with lmclient.Client(base_url, dialect="llamacpp") as client:
+        response = client.create("Which fruit is orange?", fruit, probabilities=True, **GREEDY)
+    _distribution(response.probabilities, {"apple", "apricot", "banana"})
+    assert response.probabilities[response.value] > 0.0
+    assert response.logprobs is not None and len(response.logprobs) > 1  # several tokens
