@@ -19,11 +19,8 @@ from typing import Any
 import httpx
 import msgspec
 
-from . import errors
+from . import _confidence, errors
 from ._call import Call, Listing, Lookup, decode_wire
-from ._confidence import check as check_confidence
-from ._confidence import check_type as check_confidence_type
-from ._confidence import fields as confidence_fields
 from ._config import UDS_BASE_URL, client_headers, client_uds, client_url
 from ._dialects import (
     OWNED_PROBES,
@@ -278,7 +275,7 @@ class ClientCore:
             self._check_headers(where, {**defaults, **params})
         spec = compile_output(output_type)
         if special and params.get("probabilities"):
-            check_confidence_type(where, spec)
+            _confidence.check_type(where, spec)
         messages = None  # a prompt given as messages (a str is one user message)
         if endpoint == "chat":
             if not isinstance(prompt, str):
@@ -307,7 +304,7 @@ class ClientCore:
             if model is not None and self.server_info is not None:
                 check_model(dialect.name, model, self.server_info.models, where)
             if params.get("probabilities"):
-                check_confidence(where, spec, planned.plan, dialect)
+                _confidence.check(where, spec, planned.plan, dialect)
             extra = params.get("extra_body") or defaults.get("extra_body")
             if extra:
                 dialect.check_extra(extra, endpoint)
@@ -465,7 +462,7 @@ class ClientCore:
                 body.update(self._serving(planned.dialect, params, "call")[0])
             if params.get("probabilities"):
                 top = params.get("top_logprobs")
-                body.update(confidence_fields(endpoint, top, planned.dialect))
+                body.update(_confidence.fields(endpoint, top, planned.dialect))
         budget = planned.plan.budget
         if budget is not None and params.get("max_tokens") is None and thinking is not None:
             # a bounded answer can then neither run on nor be cut, after its thinking budget
