@@ -67,6 +67,42 @@ def test_vllm_choice_body() -> None:
     assert list(found) == ["yes", "no"]  # the type's order
 
 
+def test_vllm_bodies_with_20_alternatives() -> None:
+    """vLLM 0.32's logprobs come after the constraint: at the first token ``y``, ``yes`` and
+    ``ye`` settle yes, ``n`` (two tokens of that text) and ``no`` settle no, and they hold
+    nearly all the mass. For the fruits (apple and apricot settled by their third character,
+    banana by its first), every way the alternatives show counts: apple is the first token's
+    ``apple``, ``app``, ``appl``, then ``a`` × (``pp`` + ``pple``); apricot ``apr``, then ``a`` ×
+    (``pr`` + ``pri`` + ``pric``); banana ``b`` (twice), ``banana``, ``ban``, ``ba``. ``ap``
+    and ``p`` begin apple without settling it, and are left out."""
+    folder = FIXTURES / "vllm"
+    text, path = recorded(folder / "chat_probabilities_literal.response.json")
+    first = [(t.token, t.logprob) for t in path[0].top_logprobs]
+    yes = sum(math.exp(lp) for token, lp in first if token in ("y", "yes", "ye"))
+    no = sum(math.exp(lp) for token, lp in first if token in ("n", "no"))
+    assert yes + no == pytest.approx(1.0, abs=1e-3)  # after the constraint
+    found = chances(YES_NO, text, "yes", path)
+    assert found == pytest.approx({"yes": yes / (yes + no), "no": no / (yes + no)})
+    assert found["no"] == pytest.approx(0.0266, abs=1e-4)
+
+    text, path = recorded(folder / "chat_probabilities_multitoken.response.json")
+    first = [(t.token, t.logprob) for t in path[0].top_logprobs]
+    second = [(t.token, t.logprob) for t in path[1].top_logprobs]
+
+    def mass(pairs: list[tuple[str, float]], *texts: str) -> float:
+        return sum(math.exp(lp) for token, lp in pairs if token in texts)
+
+    a = math.exp(path[0].logprob)
+    apple = mass(first, "apple", "app", "appl") + a * mass(second, "pp", "pple")
+    apricot = mass(first, "apr") + a * mass(second, "pr", "pri", "pric")
+    banana = mass(first, "b", "banana", "ban", "ba")
+    total = apple + apricot + banana
+    found = chances(Literal["apple", "apricot", "banana"], text, "apricot", path)
+    expected = {"apple": apple / total, "apricot": apricot / total, "banana": banana / total}
+    assert found == pytest.approx(expected, rel=1e-12)
+    assert found == pytest.approx({"apple": 0.399, "apricot": 0.5369, "banana": 0.0641}, abs=1e-3)
+
+
 def test_vllm_choice_body_with_a_seen_alternative() -> None:
     """The same body with ``n`` among the first token's alternatives: its share of the two."""
     text, path = recorded(FIXTURES / "vllm" / "chat_logprobs_choice.response.json")
@@ -271,7 +307,8 @@ def _logprobs_of(path: Any) -> Any:
     return json.loads(path.read_text())["choices"][0]["logprobs"]
 
 
-VLLM_LOGPROBS = _logprobs_of(FIXTURES / "vllm" / "chat_logprobs_choice.response.json")
+VLLM_LOGPROBS = _logprobs_of(FIXTURES / "vllm" / "chat_probabilities_literal.response.json")
+VLLM_ANSWER = {"yes": pytest.approx(0.97344, abs=1e-5), "no": pytest.approx(0.02656, abs=1e-5)}
 
 
 def test_sync_client_over_sockets() -> None:
@@ -280,7 +317,7 @@ def test_sync_client_over_sockets() -> None:
     with fake.serve() as url, lmclient.Client(url, "m", dialect="vllm") as client:
         response = client.create("Sky blue?", YES_NO, probabilities=True)
     assert response.value == "yes"
-    assert response.probabilities == {"yes": 1.0, "no": 0.0}
+    assert response.probabilities == VLLM_ANSWER
     sent = fake.last_request.body
     assert (sent["logprobs"], sent["top_logprobs"]) == (True, 20)
 
@@ -291,7 +328,7 @@ async def test_async_client_over_sockets() -> None:
     with fake.serve() as url:
         async with lmclient.AsyncClient(url, "m", dialect="vllm") as client:
             response = await client.create("Sky blue?", YES_NO, probabilities=True)
-    assert response.probabilities == {"yes": 1.0, "no": 0.0}
+    assert response.probabilities == VLLM_ANSWER
 
 
 @pytest.mark.parametrize("asynchronous", [False, True])
