@@ -21,6 +21,7 @@ import httpx
 import msgspec
 
 from . import errors
+from ._confidence import probabilities
 from ._dialects import Endpoint, Plan
 from ._log import log
 from ._output.depth import MAX_DEPTH, nested_deeper, too_deep
@@ -200,6 +201,7 @@ class Call(Attempts, kw_only=True):
     attempts: Sequence[str] = ()  # texts of the answers re-asked so far
     spent: Usage | None = None  # the usage of the answers re-asked so far (`add_usage`)
     many: Many | None = None  # the budgeted batch the call is an item of
+    probabilities: bool = False  # create(probabilities=True): `Response.probabilities`
 
     @classmethod
     def new(
@@ -232,6 +234,7 @@ class Call(Attempts, kw_only=True):
             tools=tools,
             tool_choice=params.get("tool_choice") if tools else None,
             many=many if many is not None and many.budgeted else None,
+            probabilities=bool(params.get("probabilities")),
         )
 
     def finish(self, status: int, headers: Mapping[str, str], body: bytes) -> Response[Any]:
@@ -455,7 +458,7 @@ class Call(Attempts, kw_only=True):
     ) -> Response[Any]:
         """The `Response` of validated values, with this call's counts and usage so far."""
         spent = self.spent
-        return Response(
+        response: Response[Any] = Response(
             values=values,
             texts=texts,
             finish_reasons=reasons,
@@ -472,6 +475,21 @@ class Call(Attempts, kw_only=True):
             _headers=headers,
             tool_calls=tool_calls,
         )
+        if self.probabilities:
+            return self._with_probabilities(response)
+        return response
+
+    def _with_probabilities(self, response: Response[Any]) -> Response[Any]:
+        """``response`` with its first choice's options' probabilities (`_confidence`); a
+        `ConfidenceError` carrying it where its logprobs cannot tell them."""
+        try:
+            found = probabilities(
+                self.spec, self.plan, response.texts[0], response.values[0], response.logprobs
+            )
+        except errors.ConfidenceError as exc:
+            exc.response = response
+            raise
+        return msgspec.structs.replace(response, _probabilities=found)
 
     def _validated(
         self,

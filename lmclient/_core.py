@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import msgspec
 
-from . import errors
+from . import _confidence, errors
 from ._call import Call, Listing, Lookup, decode_wire
 from ._config import UDS_BASE_URL, client_headers, client_uds, client_url
 from ._dialects import (
@@ -285,6 +285,8 @@ class ClientCore:
         ):
             self._check_headers(where, {**defaults, **params})
         spec = compile_output(output_type)
+        if special and params.get("probabilities"):
+            _confidence.check_type(where, spec)
         messages = None  # a prompt given as messages (a str is one user message)
         parts = False  # whether they hold parts to translate (text and media)
         if endpoint == "chat":
@@ -316,6 +318,8 @@ class ClientCore:
             model = params.get("model") or defaults.get("model")
             if model is not None and self.server_info is not None:
                 check_model(dialect.name, model, self.server_info.models, where)
+            if params.get("probabilities"):
+                _confidence.check(where, spec, planned.plan, dialect)
             extra = params.get("extra_body") or defaults.get("extra_body")
             if extra:
                 dialect.check_extra(extra, endpoint)
@@ -479,6 +483,9 @@ class ClientCore:
                 body.update(tool_fields(planned.dialect.name, params))
             if not _TABLED.isdisjoint(params):
                 body.update(self._serving(planned.dialect, params, "call")[0])
+            if params.get("probabilities"):
+                top = params.get("top_logprobs")
+                body.update(_confidence.fields(endpoint, top, planned.dialect))
         budget = planned.plan.budget
         if budget is not None and params.get("max_tokens") is None and thinking is not None:
             # a bounded answer can then neither run on nor be cut, after its thinking budget
@@ -528,7 +535,13 @@ _RESPELT = frozenset({"stop", "logprobs", "top_logprobs"})  # `_add_params`
 _TABLED = frozenset(TABLED)
 # The parameters checked beyond their types (`ClientCore._checked`): a call giving none of them
 # (the usual one) skips those checks at once.
-_CHECKED = HEADER_PARAMS | REASONING_PARAMS | _TOOL_PARAMS | _TABLED | {"model", "extra_body"}
+_CHECKED = (
+    HEADER_PARAMS
+    | REASONING_PARAMS
+    | _TOOL_PARAMS
+    | _TABLED
+    | {"model", "extra_body", "probabilities"}
+)
 
 
 def model_ids(body: bytes) -> list[str]:

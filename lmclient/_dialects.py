@@ -105,6 +105,10 @@ class Dialect:
     # enforce a pattern), and what a refusal adds (what to do instead).
     regex_as_schema: bool = True
     advice: str = ""
+    # The alternatives per token that ``probabilities=True`` asks for: as many as the server
+    # gives by default (vLLM's and SGLang's --max-logprobs, OpenAI's 20), for options that are
+    # unlikely answers to be seen; ``None``: the server gives no logprobs (refused).
+    top_logprobs: int | None = 20
 
     @functools.cached_property
     def server(self) -> Server | None:
@@ -374,6 +378,7 @@ DIALECTS: dict[str, Dialect] = _dialects(
         grammar_syntaxes=_GBNF,
         compact=_top("grammar"),  # instead of json_schema: the server refuses both together
         json_whitespace=_LLAMACPP_WHITESPACE,
+        top_logprobs=100,  # no cap; the grammar's options may be far down the model's own list
     ),
     Dialect(
         "tgi",
@@ -386,6 +391,7 @@ DIALECTS: dict[str, Dialect] = _dialects(
         stream_usage=False,
         constrained_endpoints=frozenset({"chat"}),
         json_whitespace="at most one space between tokens",
+        top_logprobs=5,  # TGI's --max-top-n-tokens default
     ),
     Dialect("generic", schema=_response_format, any_json=_JSON_OBJECT),
     Dialect(
@@ -395,7 +401,8 @@ DIALECTS: dict[str, Dialect] = _dialects(
         constrained_endpoints=frozenset({"chat"}),
         json_whitespace=f"schema: {_LLAMACPP_WHITESPACE}; any JSON (json_object): any",
     ),
-    Dialect("lmstudio", schema=_response_format),  # LM Studio answers json_object with 400
+    # LM Studio answers json_object with 400, and documents no logprobs
+    Dialect("lmstudio", schema=_response_format, top_logprobs=None),
     Dialect(
         "sglang-gateway",  # sglang-router --backend openai: see `_servers`
         schema=_strict_response_format,

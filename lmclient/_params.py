@@ -82,9 +82,12 @@ class CallParams(FileParams, total=False):
 
 
 class CreateParams(CallParams, total=False):
-    """`create` also takes ``n``: several choices, each validated."""
+    """`create` also takes ``n``: several choices, each validated; and ``probabilities``: each
+    option of a choice output's probability, from the server's logprobs
+    (`Response.probabilities`)."""
 
     n: int
+    probabilities: bool
 
 
 def env_base_url(base_url: str | None) -> str | None:
@@ -130,7 +133,9 @@ CALL_PARAMS: dict[str, tuple[type, ...]] = {
     "cache_salt": (str,),
     "traceparent": (str,),
     "tracestate": (str,),
+    "probabilities": (bool,),
 }
+_CREATE_ONLY = ("n", "probabilities")  # `check_params`'s ``allow_n``
 _EFFORTS = ("low", "medium", "high")
 _CHOICES = ("auto", "required", "none")
 PARAMS = {**_BODY_PARAMS, **CALL_PARAMS}
@@ -140,8 +145,8 @@ def check_params(where: str, params: Mapping[str, Any], *, allow_n: bool = False
     """Reject misspelt or mistyped per-call parameters before anything is sent."""
     for name, value in params.items():
         accepted = PARAMS.get(name)
-        if accepted is None or (name == "n" and not allow_n):
-            hint = " (n is a parameter of create() only)" if name == "n" else ""
+        if accepted is None or (name in _CREATE_ONLY and not allow_n and value is not None):
+            hint = f" ({name} is a parameter of create() only)" if name in _CREATE_ONLY else ""
             raise TypeError(f"{where}() got an unexpected keyword argument {name!r}{hint}")
         if value is None:
             continue

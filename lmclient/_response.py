@@ -10,6 +10,7 @@ import msgspec
 from ._headers import Headers
 from ._tools import ToolCall
 from ._wire.protocol import LlamaCppTimings, Measured, TokenLogprob, Usage, VllmMetrics
+from .errors import ConfidenceError
 
 __all__ = ["Response"]
 
@@ -55,10 +56,26 @@ class Response(msgspec.Struct, Generic[T], frozen=True):
     _headers: Mapping[str, str] | None = msgspec.field(default=None, name="headers")
     # the first choice's, validated (`tools=`); a tuple, so that no call pays for a new list
     tool_calls: tuple[ToolCall[Any], ...] = ()
+    # create(probabilities=True): each option of the first choice → its probability
+    _probabilities: dict[T, float] | None = msgspec.field(default=None, name="probabilities")
 
     @property
     def value(self) -> T:
         return self.values[0]
+
+    @property
+    def probabilities(self) -> dict[T, float]:
+        """Each option of a choice output (`Literal`, `Enum`, `bool`, `Choice`) → the chance the
+        model gave it, read from the server's logprobs and normalised over the options (they sum
+        to 1), in the type's order; the first choice's. Only for ``create(...,
+        probabilities=True)``: otherwise a `ConfidenceError`."""
+        found = self._probabilities
+        if found is None:
+            raise ConfidenceError(
+                "this response has no probabilities: ask for them with "
+                "create(..., probabilities=True)"
+            )
+        return found
 
     @property
     def headers(self) -> Headers:

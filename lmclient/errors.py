@@ -22,6 +22,7 @@ The exception hierarchy. Every failure a caller can see is one of these:
   x UnsupportedConstraintError   the dialect cannot express the constraint (raised before sending)
   x MediaError                   an image, audio or video that cannot be sent (before sending)
   x ConfigurationError           the client cannot be made as asked: URL, header, API key, limit
+  x ConfidenceError              probabilities=True where the server gives no usable logprobs
   x ClientClosedError            a call on a closed client (also a RuntimeError, as httpx's)
 
 The API part is the openai SDK's tree (`APIError` at the root of every failure of the API, a
@@ -49,6 +50,7 @@ __all__ = [
     "AuthenticationError",
     "BadRequestError",
     "ClientClosedError",
+    "ConfidenceError",
     "ConfigurationError",
     "ConstraintIgnoredError",
     "ContextLengthError",
@@ -314,6 +316,19 @@ class ConfigurationError(LMClientError, ValueError):
     """The client's configuration cannot be sent as given (a base URL that is not http(s), a
     header or API key that would break or inject into the request head, a framing header that
     lmclient sets itself); raised when the client is made, before any request."""
+
+
+class ConfidenceError(LMClientError):
+    """``probabilities=True`` cannot be answered: before anything is sent, a server that gives
+    no logprobs (LM Studio); after the answer, logprobs that are missing, that do not spell the
+    answer, or that cannot tell an option's probability (its text leaves the answer's tokens at
+    an alternative token shared with other options). ``response`` is then the call's validated
+    `Response` (its value stands; only its probabilities are missing), ``None`` before sending.
+    Not an `APIError` (the call itself succeeded) nor a `ValidationError` (a re-ask cannot help)."""
+
+    def __init__(self, message: str, *, response: Any = None) -> None:
+        super().__init__(message)
+        self.response = response
 
 
 class ProtocolError(APIError):

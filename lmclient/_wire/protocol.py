@@ -162,9 +162,12 @@ class CompletionLogprobs(msgspec.Struct):
     tokens: list[str] = []
     token_logprobs: list[float | None] = []
     top_logprobs: list[dict[str, float] | None] | None = None
+    content: list[TokenLogprob] | None = None  # llama.cpp answers completions in the chat shape
 
     def normalized(self) -> list[TokenLogprob]:
         """The legacy completions shape in the chat shape, so `Response.logprobs` has one type."""
+        if self.content is not None:
+            return self.content
         tops = self.top_logprobs or []
         out = []
         for i, token in enumerate(self.tokens):

@@ -62,9 +62,9 @@ def test_every_parameter_of_the_table_is_accepted_with_a_good_value() -> None:
         "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
         "tracestate": "k=v",
     }
-    assert set(good) == set(_params.PARAMS) - {"n"}
+    assert set(good) == set(_params.PARAMS) - {"n", "probabilities"}
     check_params("create", good)
-    check_params("create", {"n": 2}, allow_n=True)
+    check_params("create", {"n": 2, "probabilities": True}, allow_n=True)
 
 
 def _weather(city: str) -> str:

@@ -5,6 +5,7 @@ ignore that nothing needs, so every expected error is really raised by each."""
 
 from __future__ import annotations
 
+import enum
 from typing import Annotated, Any, Literal, Optional, Union
 
 import msgspec
@@ -79,3 +80,21 @@ async def output_types(client: lmclient.Client, aclient: lmclient.AsyncClient) -
     client.create("x", [int])  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue, reportArgumentType]
     await aclient.generate("x", 42)  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue, reportArgumentType]
     aclient.stream("x", 3.5)  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue, reportArgumentType]
+
+
+class Mood(enum.Enum):
+    HAPPY = "happy"
+    SAD = "sad"
+
+
+async def probabilities(client: lmclient.Client, aclient: lmclient.AsyncClient) -> None:
+    """`Response.probabilities` is keyed by the output type: a Literal's options, an Enum's
+    members, bool's two values, a Choice's strings; ``probabilities`` is create()'s only."""
+    answer = client.create("x", Literal["a", "b"], probabilities=True)
+    assert_type(answer.probabilities, dict[Literal["a", "b"], float])
+    mood = await aclient.create("x", Mood, probabilities=True)
+    assert_type(mood.probabilities, dict[Mood, float])
+    assert_type(client.create("x", bool, probabilities=True).probabilities, dict[bool, float])
+    choice = client.create("x", lmclient.Choice(["a", "b"]), probabilities=True)
+    assert_type(choice.probabilities, dict[str, float])
+    client.generate("x", bool, probabilities=True)  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue]

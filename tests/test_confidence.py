@@ -1,0 +1,369 @@
+"""Confidence for choices (`create(..., probabilities=True)`, `lmclient._confidence`): the
+fields each dialect is sent, the refusals before any request, the arithmetic on recorded real
+bodies (vLLM 0.32, llama.cpp) and on the shapes the recorded ones do not cover, and both
+clients over real sockets against the fake."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import math
+from typing import Any, Literal
+
+import msgspec
+import pytest
+
+import lmclient
+from lmclient import Choice, _confidence, _core, errors
+from lmclient._dialects import DIALECTS
+from lmclient._output.types import compile_output
+from lmclient._wire.protocol import ChatCompletion, TokenLogprob, TopLogprob
+from lmclient.testing import FakeLLM
+from tests.helpers import FIXTURES, LLAMACPP_LIVE, body_of, make_core
+
+YES_NO = Literal["yes", "no"]
+
+
+class Mood(enum.Enum):
+    HAPPY = "happy"
+    SAD = "sad"
+
+
+def tokens(*steps: tuple[str, float, dict[str, float]]) -> list[TokenLogprob]:
+    """The answer's tokens: each its text, logprob and alternatives (the token itself among
+    them, as servers send it)."""
+    return [
+        TokenLogprob(text, lp, [TopLogprob(text, lp)] + [TopLogprob(t, a) for t, a in alts.items()])
+        for text, lp, alts in steps
+    ]
+
+
+def chances(
+    output_type: Any, text: str, value: Any, path: list[TokenLogprob], dialect: str = "vllm"
+) -> dict[Any, float]:
+    spec = compile_output(output_type)
+    return _confidence.probabilities(spec, DIALECTS[dialect].plan(spec, "chat"), text, value, path)
+
+
+def recorded(path: Any) -> tuple[str, list[TokenLogprob]]:
+    """A recorded chat body's first answer and its tokens."""
+    choice = msgspec.json.decode(path.read_bytes(), type=ChatCompletion).choices[0]
+    assert choice.message.content is not None and choice.logprobs is not None
+    assert choice.logprobs.content is not None
+    return choice.message.content, choice.logprobs.content
+
+
+# -- recorded real bodies --------------------------------------------------------------------
+
+
+def test_vllm_choice_body() -> None:
+    """vLLM 0.32's answer ``y`` ``es`` ``<eos>`` (`structured_outputs.choice`, top 2): ``yes`` is
+    settled by its first character, so ``y`` and the one-token alternative ``yes`` both count,
+    ``es`` and the forced ``<eos>`` do not; ``no`` is not among the 2 alternatives: 0."""
+    text, path = recorded(FIXTURES / "vllm" / "chat_logprobs_choice.response.json")
+    found = chances(YES_NO, text, "yes", path)
+    assert found == {"yes": 1.0, "no": 0.0}
+    assert list(found) == ["yes", "no"]  # the type's order
+
+
+def test_vllm_bodies_with_20_alternatives() -> None:
+    """vLLM 0.32's logprobs come after the constraint: at the first token ``y``, ``yes`` and
+    ``ye`` settle yes, ``n`` (two tokens of that text) and ``no`` settle no, and they hold
+    nearly all the mass. For the fruits (apple and apricot settled by their third character,
+    banana by its first), every way the alternatives show counts: apple is the first token's
+    ``apple``, ``app``, ``appl``, then ``a`` × (``pp`` + ``pple``); apricot ``apr``, then ``a`` ×
+    (``pr`` + ``pri`` + ``pric``); banana ``b`` (twice), ``banana``, ``ban``, ``ba``. ``ap``
+    and ``p`` begin apple without settling it, and are left out."""
+    folder = FIXTURES / "vllm"
+    text, path = recorded(folder / "chat_probabilities_literal.response.json")
+    first = [(t.token, t.logprob) for t in path[0].top_logprobs]
+    yes = sum(math.exp(lp) for token, lp in first if token in ("y", "yes", "ye"))
+    no = sum(math.exp(lp) for token, lp in first if token in ("n", "no"))
+    assert yes + no == pytest.approx(1.0, abs=1e-3)  # after the constraint
+    found = chances(YES_NO, text, "yes", path)
+    assert found == pytest.approx({"yes": yes / (yes + no), "no": no / (yes + no)})
+    assert found["no"] == pytest.approx(0.0266, abs=1e-4)
+
+    text, path = recorded(folder / "chat_probabilities_multitoken.response.json")
+    first = [(t.token, t.logprob) for t in path[0].top_logprobs]
+    second = [(t.token, t.logprob) for t in path[1].top_logprobs]
+
+    def mass(pairs: list[tuple[str, float]], *texts: str) -> float:
+        return sum(math.exp(lp) for token, lp in pairs if token in texts)
+
+    a = math.exp(path[0].logprob)
+    apple = mass(first, "apple", "app", "appl") + a * mass(second, "pp", "pple")
+    apricot = mass(first, "apr") + a * mass(second, "pr", "pri", "pric")
+    banana = mass(first, "b", "banana", "ban", "ba")
+    total = apple + apricot + banana
+    found = chances(Literal["apple", "apricot", "banana"], text, "apricot", path)
+    expected = {"apple": apple / total, "apricot": apricot / total, "banana": banana / total}
+    assert found == pytest.approx(expected, rel=1e-12)
+    assert found == pytest.approx({"apple": 0.399, "apricot": 0.5369, "banana": 0.0641}, abs=1e-3)
+
+
+def test_vllm_choice_body_with_a_seen_alternative() -> None:
+    """The same body with ``n`` among the first token's alternatives: its share of the two."""
+    text, path = recorded(FIXTURES / "vllm" / "chat_logprobs_choice.response.json")
+    first = path[0]
+    path[0] = TokenLogprob(first.token, first.logprob, [*first.top_logprobs, TopLogprob("n", -2)])
+    yes = math.exp(-0.5112431049346924) + math.exp(-1.050675630569458)
+    found = chances(YES_NO, text, "yes", path)
+    assert found["no"] == pytest.approx(math.exp(-2) / (yes + math.exp(-2)))
+    assert math.fsum(found.values()) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("name", "output_type", "endpoint", "expected"),
+    [
+        ("chat_logprobs_literal", YES_NO, "chat", {"yes": 1.0, "no": 0.0}),
+        (
+            "chat_logprobs_multitoken",
+            Literal["apple", "apricot", "banana"],
+            "chat",
+            {"apple": 0.0, "apricot": 1.0, "banana": 0.0},
+        ),
+        ("completions_logprobs_literal", YES_NO, "completions", {"yes": 1.0, "no": 0.0}),
+    ],
+)
+def test_llamacpp_bodies(name: str, output_type: Any, endpoint: Any, expected: Any) -> None:
+    """llama.cpp's logprobs are the model's before the grammar: the options' tokens are far
+    down its list (``y`` at -5.85, ``yes`` at -6.58, ``Is`` at -1.01), and neither ``n`` nor
+    ``no`` is among the 100 alternatives, so the answer's option takes it all. ``apricot`` is
+    settled by ``a`` ``pr`` (``ap`` + ``r``); no alternative settles apple or banana. On
+    /v1/completions the logprobs come in the chat shape."""
+    folder = LLAMACPP_LIVE
+    request = msgspec.json.decode((folder / f"{name}.request.json").read_bytes())
+    params = {"temperature": 0.0, "seed": 1, "probabilities": True}
+    call = make_core(dialect="llamacpp").prepare("create", "Q", output_type, endpoint, params)
+    assert {
+        k: v for k, v in msgspec.json.decode(call.request.body or b"").items() if "log" in k
+    } == {k: v for k, v in request.items() if "log" in k}
+    response = call.finish(200, {}, (folder / f"{name}.response.json").read_bytes())
+    assert response.probabilities == expected
+    assert response.logprobs is not None and len(response.logprobs[0].top_logprobs) == 100
+
+
+# -- the arithmetic --------------------------------------------------------------------------
+
+
+def test_multi_token_options_follow_the_answer_then_its_alternatives() -> None:
+    """``apple``/``apricot``/``banana`` answered ``apricot`` as ``ap`` ``ric`` ``ot``: apricot is
+    settled at its third character (it shares ``ap`` with apple), so ``ap`` then ``ric`` count;
+    apple leaves the answer at ``ric``, where its alternatives ``ple`` and ``p`` both settle it
+    (``app`` is apple's alone); banana leaves at the first token (``ban``; ``a`` settles none)."""
+    path = tokens(
+        ("ap", -0.2, {"ban": -2.0, "a": -4.0}),
+        ("ric", -0.7, {"ple": -1.0, "p": -3.0}),
+        ("ot", -0.01, {}),
+    )
+    found = chances(Literal["apple", "apricot", "banana"], "apricot", "apricot", path)
+    apple = math.exp(-0.2) * (math.exp(-1.0) + math.exp(-3.0))
+    apricot, banana = math.exp(-0.2 - 0.7), math.exp(-2.0)
+    total = apple + apricot + banana
+    assert found == pytest.approx(
+        {"apple": apple / total, "apricot": apricot / total, "banana": banana / total}
+    )
+
+
+def test_an_option_reached_only_through_a_shared_alternative_is_an_error() -> None:
+    """``banana`` answered; ``ap`` begins both apple and apricot, and the tokens after it were
+    never generated: their probabilities are not in the logprobs."""
+    path = tokens(("ban", -0.1, {"ap": -2.5}), ("ana", -0.01, {}))
+    with pytest.raises(errors.ConfidenceError, match="begins other options too"):
+        chances(Literal["apple", "apricot", "banana"], "banana", "banana", path)
+
+
+def test_a_settling_alternative_beside_a_shared_one_counts_alone() -> None:
+    """``apple`` (a one-token alternative) counts; ``ap``, shared with apricot, is left out of
+    apple's sum; apricot, reachable only through ``ap``, is an error."""
+    path = tokens(("ban", -0.1, {"ap": -2.5, "apple": -3.0}), ("ana", -0.01, {}))
+    with pytest.raises(errors.ConfidenceError, match="apricot"):
+        chances(Literal["apple", "apricot", "banana"], "banana", "banana", path)
+    found = chances(Literal["apple", "banana"], "banana", "banana", path)
+    expected = (math.exp(-2.5) + math.exp(-3.0)) / (math.exp(-0.1) + math.exp(-2.5) + math.exp(-3))
+    assert found["apple"] == pytest.approx(expected)  # two options: "ap" settles apple here
+
+
+def test_alternative_tokenizations_of_the_answer_count() -> None:
+    """The answer's own option sums the answer's token and its alternatives that settle it."""
+    path = tokens(("no", -0.5, {"n": -2.0, "yes": -1.5}))
+    found = chances(YES_NO, "no", "no", path)
+    no, yes = math.exp(-0.5) + math.exp(-2.0), math.exp(-1.5)
+    assert found == pytest.approx({"yes": yes / (yes + no), "no": no / (yes + no)})
+
+
+def test_json_quoted_options_and_a_wrapper() -> None:
+    """Where a choice is sent as a JSON schema the model writes ``"yes"``; OpenAI's object root
+    wraps it as ``{"value":"yes"}``: the shared text around the option is the answer's own."""
+    path = tokens(('"', 0.0, {}), ("yes", -0.3, {"no": -1.4}), ('"', 0.0, {}))
+    found = chances(YES_NO, '"yes"', "yes", path, dialect="generic")
+    assert found["no"] == pytest.approx(math.exp(-1.4) / (math.exp(-0.3) + math.exp(-1.4)))
+    wrapped = tokens(('{"', 0.0, {}), ('value":"', 0.0, {}), ("yes", -0.3, {"no": -1.4}))
+    wrapped += tokens(('"}', 0.0, {}))
+    assert chances(YES_NO, '{"value":"yes"}', "yes", wrapped, dialect="openai") == found
+
+
+def test_bool_enum_and_choice_keys() -> None:
+    path = tokens(("true", -0.1, {"false": -2.3}))
+    assert set(chances(bool, "true", True, path)) == {True, False}
+    path = tokens(("sad", -0.4, {"happy": -1.1}))
+    assert list(chances(Mood, "sad", Mood.SAD, path)) == [Mood.HAPPY, Mood.SAD]
+    path = tokens(("b", -0.4, {"a": -1.1}))
+    assert list(chances(Choice(["a", "b"]), "b", "b", path)) == ["a", "b"]
+
+
+def test_reasoning_tokens_before_the_answer_are_skipped() -> None:
+    """The tokens are walked from the last boundary that spells the answer: thinking that says
+    ``yes`` too comes first and is not read."""
+    path = tokens(("<think>", 0.0, {}), ("yes", -3.0, {}), ("</think>", 0.0, {}))
+    path += tokens(("no", -0.2, {"yes": -1.9}), ("<eos>", 0.0, {}))
+    found = chances(YES_NO, "no", "no", path)
+    assert found["yes"] == pytest.approx(math.exp(-1.9) / (math.exp(-0.2) + math.exp(-1.9)))
+
+
+@pytest.mark.parametrize(
+    ("path", "match"),
+    [
+        (None, "no logprobs"),
+        ([], "no logprobs"),
+        (tokens(("maybe", -0.1, {})), "do not spell the answer"),
+        (tokens(("yes", -math.inf, {})), "probability of 0"),
+    ],
+)
+def test_logprobs_that_cannot_tell(path: list[TokenLogprob] | None, match: str) -> None:
+    with pytest.raises(errors.ConfidenceError, match=match):
+        chances(YES_NO, "yes", "yes", path or [])
+    if path is None:
+        spec = compile_output(YES_NO)
+        plan = DIALECTS["vllm"].plan(spec, "chat")
+        with pytest.raises(errors.ConfidenceError, match=match):
+            _confidence.probabilities(spec, plan, "yes", "yes", None)
+
+
+def test_an_answer_without_its_option_written_as_expected() -> None:
+    """A JSON string escaped otherwise than msgspec writes it: said, not guessed."""
+    path = tokens(('"', 0.0, {}), ("\\u0079es", -0.3, {}), ('"', 0.0, {}))
+    with pytest.raises(errors.ConfidenceError, match="does not hold its option"):
+        chances(YES_NO, '"\\u0079es"', "yes", path, dialect="generic")
+
+
+# -- the request -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("dialect", "endpoint", "expected"),
+    [
+        ("vllm", "chat", {"logprobs": True, "top_logprobs": 20}),
+        ("llamacpp", "chat", {"logprobs": True, "top_logprobs": 100}),
+        ("tgi", "chat", {"logprobs": True, "top_logprobs": 5}),
+        ("llamacpp", "completions", {"logprobs": 100}),
+    ],
+)
+def test_fields_per_dialect(dialect: str, endpoint: str, expected: dict[str, Any]) -> None:
+    body = body_of(dialect, YES_NO, endpoint, probabilities=True)
+    assert {k: body.get(k) for k in ("logprobs", "top_logprobs") if k in body} == expected
+
+
+def test_the_calls_top_logprobs_over_the_dialects() -> None:
+    body = body_of("vllm", YES_NO, probabilities=True, top_logprobs=3, logprobs=False)
+    assert (body["logprobs"], body["top_logprobs"]) == (True, 3)
+    assert "logprobs" not in body_of("vllm", YES_NO)  # only when asked
+    assert "logprobs" not in body_of("vllm", YES_NO, probabilities=False)
+
+
+def test_refusals_before_any_request() -> None:
+    with pytest.raises(TypeError, match="needs a choice output type"):
+        body_of("vllm", int, probabilities=True)
+    with pytest.raises(errors.ConfidenceError, match="lmstudio servers do not give"):
+        body_of("lmstudio", YES_NO, probabilities=True)
+    with pytest.raises(ValueError, match="cannot tell 'a' from 'ab'"):
+        body_of("llamacpp", Literal["a", "ab"], probabilities=True)
+    assert body_of("generic", Literal["a", "ab"], probabilities=True)["logprobs"] is True
+    with pytest.raises(TypeError, match="probabilities is a parameter of create"):
+        make_core().prepare("generate", "Q", YES_NO, "chat", {"probabilities": True})
+    with pytest.raises(TypeError, match="probabilities must be bool"):
+        body_of("vllm", YES_NO, probabilities=1)
+    # the type is refused before the set-up requests too (no dialect known yet)
+    core = _core.ClientCore("http://h/v1", None)
+    with pytest.raises(TypeError, match="needs a choice output type"):
+        core.validate("create", "Q", str, "chat", {"probabilities": True})
+
+
+def test_a_response_not_asked_has_no_probabilities() -> None:
+    fake = FakeLLM(server="vllm")
+    fake.reply("yes")
+    with fake.serve() as url, lmclient.Client(url, "m", dialect="vllm") as client:
+        response = client.create("Q", YES_NO)
+        with pytest.raises(errors.ConfidenceError, match="probabilities=True"):
+            _ = response.probabilities
+
+
+# -- both clients over sockets ---------------------------------------------------------------
+
+
+def _logprobs_of(path: Any) -> Any:
+    return json.loads(path.read_text())["choices"][0]["logprobs"]
+
+
+VLLM_LOGPROBS = _logprobs_of(FIXTURES / "vllm" / "chat_probabilities_literal.response.json")
+VLLM_ANSWER = {"yes": pytest.approx(0.97344, abs=1e-5), "no": pytest.approx(0.02656, abs=1e-5)}
+
+
+def test_sync_client_over_sockets() -> None:
+    fake = FakeLLM(server="vllm")
+    fake.reply("yes", logprobs=VLLM_LOGPROBS)
+    with fake.serve() as url, lmclient.Client(url, "m", dialect="vllm") as client:
+        response = client.create("Sky blue?", YES_NO, probabilities=True)
+    assert response.value == "yes"
+    assert response.probabilities == VLLM_ANSWER
+    sent = fake.last_request.body
+    assert (sent["logprobs"], sent["top_logprobs"]) == (True, 20)
+
+
+async def test_async_client_over_sockets() -> None:
+    fake = FakeLLM(server="vllm")
+    fake.reply("yes", logprobs=VLLM_LOGPROBS)
+    with fake.serve() as url:
+        async with lmclient.AsyncClient(url, "m", dialect="vllm") as client:
+            response = await client.create("Sky blue?", YES_NO, probabilities=True)
+    assert response.probabilities == VLLM_ANSWER
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_server_that_sends_no_logprobs(asynchronous: bool) -> None:
+    """The answer stands on the error (``response``); its probabilities cannot."""
+    fake = FakeLLM(server="vllm")
+    fake.reply("no")
+    with fake.serve() as url, pytest.raises(errors.ConfidenceError) as info:
+        if asynchronous:
+
+            async def main() -> None:
+                async with lmclient.AsyncClient(url, "m", dialect="vllm") as client:
+                    await client.create("Q", YES_NO, probabilities=True)
+
+            asyncio.run(main())
+        else:
+            with lmclient.Client(url, "m", dialect="vllm") as client:
+                client.create("Q", YES_NO, probabilities=True)
+    assert "no logprobs" in str(info.value)
+    assert info.value.response is not None and info.value.response.value == "no"
+    assert len(fake.calls) == 1  # not retried, not re-asked
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_lm_studio_is_refused_before_sending(asynchronous: bool) -> None:
+    fake = FakeLLM()
+    with fake.serve() as url, pytest.raises(errors.ConfidenceError, match="nothing was sent"):
+        if asynchronous:
+
+            async def main() -> None:
+                async with lmclient.AsyncClient(url, "m", dialect="lmstudio") as client:
+                    await client.create("Q", YES_NO, probabilities=True)
+
+            asyncio.run(main())
+        else:
+            with lmclient.Client(url, "m", dialect="lmstudio") as client:
+                client.create("Q", YES_NO, probabilities=True)
+    assert fake.calls == []
