@@ -9,7 +9,7 @@ from ._constraints import Constraint, read_constraint
 
 __all__ = ["Endpoint", "RecordedRequest"]
 
-Endpoint = Literal["chat", "completions", "models", "embeddings", "tokenize", "other"]
+Endpoint = Literal["chat", "completions", "models", "embeddings", "tokenize", "scoring", "other"]
 
 
 @dataclass(frozen=True)
