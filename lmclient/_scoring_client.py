@@ -1,6 +1,6 @@
-"""`Client`'s `rerank`, `score` and `classify`: the blocking shell around `_scoring`'s pure
-core (a mixin, so that the client's own module stays within its size).
-`_scoring_client_async.AsyncScoring` mirrors it line for line."""
+"""The clients' `rerank`, `score` and `classify`: a mixin around `_scoring`'s pure core, so
+that each client's own module stays within its size. The blocking and the asyncio mixin read
+alike but for ``await``."""
 
 from __future__ import annotations
 

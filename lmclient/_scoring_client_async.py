@@ -1,6 +1,6 @@
-"""`AsyncClient`'s `rerank`, `score` and `classify`: the asyncio shell around `_scoring`'s
-pure core; `_scoring_client.Scoring` line for line, awaited (a mixin, so that the client's own
-module stays within its size)."""
+"""The clients' `rerank`, `score` and `classify`: a mixin around `_scoring`'s pure core, so
+that each client's own module stays within its size. The blocking and the asyncio mixin read
+alike but for ``await``."""
 
 from __future__ import annotations
 
