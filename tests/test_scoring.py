@@ -67,6 +67,16 @@ def test_vllms_cut_answer_is_refused_when_every_document_was_asked_for() -> None
     assert caught.value.body == body
 
 
+def test_llamacpps_recorded_rerank_answer_cut_by_the_server() -> None:
+    """llama.cpp b11434 with --reranking (Gemma 3 270M), asked for the best 2 of 3."""
+    documents = ["A dog barked.", "The cat sat on the mat.", "Bonjour"]
+    ranked = decode_ranking(fixture("llamacpp_rerank_top_n_2.json"), documents, 2)
+    assert ranked == [
+        lmclient.RerankResult(1, 3.750559091567993, documents[1]),
+        lmclient.RerankResult(0, 3.3468286991119385, documents[0]),
+    ]
+
+
 def test_llamacpps_rerank_answer_with_negative_logits() -> None:
     ranked = decode_ranking(fixture("llamacpp_rerank_built.json"), list("abcd"), None)
     assert [(r.index, r.document) for r in ranked] == [(1, "b"), (3, "d"), (0, "a"), (2, "c")]
