@@ -60,6 +60,22 @@ def test_vllms_documented_rerank_answer_cut_to_top_n() -> None:
     ]
 
 
+def test_vllms_recorded_answers() -> None:
+    """vLLM 0.32 serving Gemma 3 270M as a one-class classifier (tests/fixtures/scoring)."""
+    documents = ["A dog barked.", "The cat sat on the mat.", "Bonjour"]
+    ranked = decode_ranking(fixture("vllm_0.32_rerank_top_n_2.json"), documents, 2)
+    assert [(r.index, r.document) for r in ranked] == [(1, documents[1]), (2, documents[2])]
+    assert ranked[0].score == 0.4178701639175415
+    scores = decode_scores(fixture("vllm_0.32_score_one_to_many.json"), 2)
+    assert scores == [0.14113686978816986, ranked[0].score]  # the same pair, the same score
+    assert decode_scores(fixture("vllm_0.32_v1_score_pairs.json"), 2)[1] == 0.033758245408535004
+    classes = decode_classes(fixture("vllm_0.32_classify.json"), 2)
+    assert classes == [
+        lmclient.Classification("LABEL_0", [0.4806695282459259]),
+        lmclient.Classification("LABEL_0", [0.0751747116446495]),
+    ]
+
+
 def test_vllms_cut_answer_is_refused_when_every_document_was_asked_for() -> None:
     body = fixture("vllm_rerank_top_n_2.json")
     with pytest.raises(lmclient.ProtocolError, match="2 rerank results for 3 documents") as caught:
