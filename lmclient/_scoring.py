@@ -10,10 +10,11 @@ source:
   answers Jina's shape, ``{id, model, usage, results: [{index, document, relevance_score}]}``,
   best first; ``POST /score`` takes ``{model, text_1, text_2}`` (a str and a str, a str and a
   list, or two lists of one length) and answers ``{data: [{index, score}], ...}``, a score per
-  pair; the first releases served it at ``/v1/score`` only, which every later one still
-  answers (with a warning), so the releases before structured outputs (``vllm-guided``) are sent
-  there; ``POST /classify`` (from 0.9, PR #17032) takes ``{model, input}`` and answers
-  ``{data: [{index, label, probs, num_classes}], ...}``.
+  pair; the first releases (0.6.5's documentation lists it: refused before) served it at
+  ``/v1/score`` only, which every later one still answers (with a warning; 0.32 does, tested),
+  so the releases before structured outputs (``vllm-guided``) are sent there; ``POST
+  /classify`` (from 0.9, PR #17032) takes ``{model, input}`` and answers ``{data: [{index,
+  label, probs, num_classes}], ...}``.
 * SGLang (``serving_rerank.py``, ``serving_classify.py``): ``POST /v1/rerank`` takes ``{query,
   documents}`` and answers a bare JSON array ``[{score, document, index, meta_info}]``, best
   first, with no ``top_n``; ``POST /v1/classify`` in vLLM's shape. Its ``/v1/score`` is another
