@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from ._params import CallParams, CreateParams, FileParams
     from ._progress import Progress
     from ._response import Response
+    from ._scoring import Classification, RerankResult
     from ._stream import AsyncStream, Stream
     from ._tools import Tool, ToolCall
     from ._usage import UsageTotal
@@ -111,6 +112,8 @@ _LAZY = {
     "VllmMetrics": "_wire.protocol",
     "UsageTotal": "_usage",
     "Response": "_response",
+    "Classification": "_scoring",
+    "RerankResult": "_scoring",
     "Choice": "_output.markers",
     "Grammar": "_output.markers",
     "JsonSchema": "_output.markers",
@@ -136,6 +139,7 @@ __all__ = [
     "CallFinished",
     "CallParams",
     "Choice",
+    "Classification",
     "Client",
     "ClientClosedError",
     "CompletionTokensDetails",
@@ -167,6 +171,7 @@ __all__ = [
     "RefusalError",
     "Regex",
     "RequestSent",
+    "RerankResult",
     "Response",
     "ResponseHead",
     "Retrying",

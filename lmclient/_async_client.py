@@ -29,6 +29,7 @@ from ._output.markers import Choice, Grammar, JsonSchema, Regex
 from ._params import Prompt
 from ._proxies import environment_proxy
 from ._response import Response
+from ._scoring_client_async import AsyncScoring
 from ._status import api_error
 from ._stream import AsyncOpened, AsyncStream
 from ._stream_state import StreamState
@@ -46,7 +47,7 @@ T = TypeVar("T")
 _MODULES = sys.modules  # `Observer.key` is looked up here, once per call
 
 
-class AsyncClient:
+class AsyncClient(AsyncScoring):
     """An asyncio client for one OpenAI-compatible server; the same surface as `Client`.
 
     >>> async with AsyncClient("http://127.0.0.1:8000/v1", model="Qwen/Qwen3-0.6B") as client:

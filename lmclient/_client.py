@@ -31,6 +31,7 @@ from ._output.markers import Choice, Grammar, JsonSchema, Regex
 from ._params import Prompt
 from ._proxies import environment_proxy
 from ._response import Response
+from ._scoring_client import Scoring
 from ._status import api_error
 from ._stream import Opened, Stream
 from ._stream_state import StreamState
@@ -48,7 +49,7 @@ T = TypeVar("T")
 _MODULES = sys.modules  # `Observer.key` is looked up here, once per call
 
 
-class Client:
+class Client(Scoring):
     """A blocking client for one OpenAI-compatible server.
 
     >>> client = Client("http://127.0.0.1:8000/v1", model="Qwen/Qwen3-0.6B")

@@ -41,6 +41,8 @@ UNASYNC = [
     (r"\basyncio\.sleep\b", "time.sleep"),
     (r"\basync_client\b", "client"),
     (r"\b_transports\.aio\b", "_transports.sync"),
+    (r"\bAsyncScoring\b", "Scoring"),
+    (r"\b_scoring_client_async\b", "_scoring_client"),
 ]
 # The transports' own names, on top of the clients'.
 UNASYNC_TRANSPORTS = [
@@ -68,6 +70,12 @@ class Pair(NamedTuple):
 
 PAIRS = [
     Pair("lmclient/_async_client.py", "lmclient/_client.py", "scripts/twins.diff", UNASYNC),
+    Pair(
+        "lmclient/_scoring_client_async.py",
+        "lmclient/_scoring_client.py",
+        "scripts/twins-scoring.diff",
+        UNASYNC,
+    ),
     Pair(
         "lmclient/_transports/aio.py",
         "lmclient/_transports/sync.py",

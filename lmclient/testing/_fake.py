@@ -22,11 +22,11 @@ from lmclient._servers import SERVERS
 
 from ._answers import answer_for, bad_request, check_body, encode, first_set, usage_for
 from ._constraints import Constraint, served_constraint
-from ._embeddings import embeddings_response, tokenize_response
 from ._errors import ConstraintError, UnsatisfiableError
 from ._faults import MARK, Fault, FaultKind, seconds_text, shape, status_body
 from ._queue import Script
 from ._recording import Endpoint, RecordedRequest
+from ._scoring import API_ROUTES, ROOT_ROUTES, pooling_response
 from ._script import UNSET, Reply, StreamStyle, When, matches
 from ._wire import (
     JSON_HEADERS,
@@ -89,8 +89,10 @@ class FakeLLM:
     ``/tokenize``.
 
     It also answers ``POST /v1/embeddings`` (a deterministic unit vector per text, float or
-    base64 as asked, ``dimensions`` honoured) and ``POST /tokenize`` (one id per four
-    characters) where the imitated server has them, in that server's shapes.
+    base64 as asked, ``dimensions`` honoured), ``POST /tokenize`` (one id per four
+    characters) and the scoring routes (``/rerank``, ``/score``, ``/classify``: a query and a
+    document score by the words they share) where the imitated server has them, in that
+    server's shapes.
 
     Mount it with ``with fake.serve() as base_url:`` (a real HTTP server on 127.0.0.1) or
     ``with fake.mock() as base_url:`` (respx routes for any httpx client); while mounted,
@@ -538,8 +540,8 @@ class FakeLLM:
             return fixed
         if request.endpoint == "models" and request.method == "GET" and not self.gateway:
             return self._models()
-        if request.endpoint in ("embeddings", "tokenize") and request.method == "POST":
-            return self._embeddings(request, decoded)
+        if request.endpoint in ("embeddings", "tokenize", "scoring") and request.method == "POST":
+            return pooling_response(request, decoded, self.server, self.models, self.any_model)
         if request.endpoint not in ("chat", "completions") or request.method != "POST":
             return error_response(
                 404, f"Route {request.method} {path} not found", "not_found_error", code=404
@@ -551,19 +553,13 @@ class FakeLLM:
     def _route(self, path: str) -> Endpoint:
         """What ``path`` reaches, as on a server: the API under `base_path` only (another
         prefix, or a path doubled by a base URL that already ends in it, is a 404 there as
-        here), ``/tokenize`` at the root; a gateway serves none of the GET routes and no
-        ``/tokenize``."""
+        here), ``/tokenize`` and the scoring routes at the root too; a gateway serves none of
+        the GET routes and nothing at the root."""
         base = self.base_path
         if path.startswith(base) and path[len(base) :] in _API:
             endpoint = _API[path[len(base) :]]
             return "other" if self.gateway and endpoint == "tokenize" else endpoint
-        return "tokenize" if path == "/tokenize" and not self.gateway else "other"
-
-    def _embeddings(self, request: RecordedRequest, body: Any) -> FakeResponse:
-        """``/v1/embeddings`` and ``/tokenize``, as the imitated server has them."""
-        if request.endpoint == "embeddings":
-            return embeddings_response(request, body, self.server, self.models, self.any_model)
-        return tokenize_response(request, body, self.server)
+        return "other" if self.gateway else ROOT_ROUTES.get(path, "other")
 
     def _models(self) -> FakeResponse:
         """``GET /v1/models``; its cards' ``owned_by`` is the imitated server's own name, which
@@ -685,6 +681,7 @@ _API: dict[str, Endpoint] = {
     "/models": "models",
     "/embeddings": "embeddings",
     "/chat/completions/input_tokens": "tokenize",
+    **API_ROUTES,
 }
 
 

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Endpoint", "RecordedRequest"]
 
-Endpoint = Literal["chat", "completions", "models", "embeddings", "tokenize", "other"]
+Endpoint = Literal["chat", "completions", "models", "embeddings", "tokenize", "scoring", "other"]
 
 
 @dataclass(frozen=True)
