@@ -273,7 +273,6 @@ class ClientCore:
             HEADER_PARAMS.isdisjoint(params) and HEADER_PARAMS.isdisjoint(defaults)
         ):
             self._check_headers(where, {**defaults, **params})
-        spec = compile_output(output_type)
         messages = None  # a prompt given as messages (a str is one user message)
         if endpoint == "chat":
             if not isinstance(prompt, str):
@@ -284,9 +283,10 @@ class ClientCore:
             raise TypeError("complete() takes a str prompt")
         dialect = self.dialect or self.forced  # only forced: not probed yet, or a batch file's
         if dialect is None:
-            return spec, None, messages, special
-        planned = self._plans.get(spec, endpoint, dialect)  # the dialect's refusals, now
-        planned.check_server(self.server_info, endpoint)
+            return compile_output(output_type), None, messages, special
+        # the type's spec and the dialect's plan, or their refusals, now
+        planned = self._plans.get(output_type, endpoint, dialect, self.server_info)
+        spec = planned.spec
         controls = None  # the reasoning controls, refused now where the server has no field
         if special:
             if not (REASONING_PARAMS.isdisjoint(params) and REASONING_PARAMS.isdisjoint(defaults)):
