@@ -474,7 +474,9 @@ class ClientCore:
 def _add_params(body: dict[str, Any], params: Mapping[str, Any], endpoint: Endpoint) -> None:
     """The per-call parameters that go in the body, as each endpoint spells them: as given, but
     for the few spelt otherwise (`_RESPELT`)."""
-    body.update({k: v for k, v in params.items() if v is not None and k not in CALL_PARAMS})
+    for name, value in params.items():
+        if value is not None and name not in CALL_PARAMS:
+            body[name] = value
     if _RESPELT.isdisjoint(params):
         return
     stop = body.get("stop")
