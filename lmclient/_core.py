@@ -474,9 +474,9 @@ class ClientCore:
 def _add_params(body: dict[str, Any], params: Mapping[str, Any], endpoint: Endpoint) -> None:
     """The per-call parameters that go in the body, as each endpoint spells them: as given, but
     for the few spelt otherwise (`_RESPELT`)."""
-    for name, value in params.items():
+    for name, value in params.items():  # (a comprehension would be one more call per call)
         if value is not None and name not in CALL_PARAMS:
-            body[name] = value
+            body[name] = value  # noqa: PERF403
     if _RESPELT.isdisjoint(params):
         return
     stop = body.get("stop")

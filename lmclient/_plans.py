@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from ._dialects import Dialect, Endpoint, Plan, ServerInfo
+from ._dialects import Dialect, Endpoint, ServerInfo
 from ._output.types import OutputSpec, compile_output
 
 __all__ = ["Planned", "Plans"]
@@ -66,13 +66,16 @@ class Plans:
         """The plan of ``output_type`` on ``endpoint`` of ``dialect``, checked against the
         server the probes found (``info``): refused where it would ignore the fields."""
         # (a parametrised generic such as ``list[int]`` is a `type` instance on Python 3.10)
+        key: tuple[Any, Endpoint, Dialect]
+        spec = None
         if isinstance(output_type, type) and not isinstance(output_type, GenericAlias):
             key = (output_type, endpoint, dialect)
         else:
-            key = (compile_output(output_type), endpoint, dialect)
+            spec = compile_output(output_type)
+            key = (spec, endpoint, dialect)
         planned = self._found.get(key)
         if planned is None:
-            spec = compile_output(output_type)
+            spec = spec or compile_output(output_type)
             planned = Planned(spec, dialect, endpoint, compact=self.compact)
             if len(self._found) >= _BOUND:
                 self._found.clear()
