@@ -168,9 +168,9 @@ def _not_negative(value: int) -> str | None:
 
 
 def _tools(value: Sequence[Any]) -> str | None:
-    return (
-        None if all(isinstance(tool, Tool) for tool in value) else "must be a list of lmclient.Tool"
-    )
+    if all(isinstance(tool, Tool) for tool in value):
+        return None
+    return "must be a list of lmclient.Tool"
 
 
 def _tool_choice(value: Any) -> str | None:

@@ -45,7 +45,8 @@ class Planned:
         self.checked: object = _UNCHECKED
 
     def check_server(self, info: ServerInfo | None) -> None:
-        """`Dialect.check_server` for this plan, once per server info."""
+        """`Dialect.check_server` for this plan, and the server info it passed for (`Plans.get`
+        checks again only for another)."""
         self.dialect.check_server(info, self.plan, self.endpoint)
         self.checked = info
 
