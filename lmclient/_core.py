@@ -284,9 +284,6 @@ class ClientCore:
             HEADER_PARAMS.isdisjoint(params) and HEADER_PARAMS.isdisjoint(defaults)
         ):
             self._check_headers(where, {**defaults, **params})
-        spec = compile_output(output_type)
-        if special and params.get("probabilities"):
-            _confidence.check_type(where, spec)
         messages = None  # a prompt given as messages (a str is one user message)
         parts = False  # whether they hold parts to translate (text and media)
         if endpoint == "chat":
@@ -298,9 +295,13 @@ class ClientCore:
             raise TypeError("complete() takes a str prompt")
         dialect = self.dialect or self.forced  # only forced: not probed yet, or a batch file's
         if dialect is None:
+            spec = compile_output(output_type)
+            if special and params.get("probabilities"):
+                _confidence.check_type(where, spec)
             return spec, None, messages, parts, special
-        planned = self._plans.get(spec, endpoint, dialect)  # the dialect's refusals, now
-        planned.check_server(self.server_info, endpoint)
+        # the type's spec and the dialect's plan, or their refusals, now
+        planned = self._plans.get(output_type, endpoint, dialect, self.server_info)
+        spec = planned.spec
         if parts:
             assert messages is not None
             self._check_media(where, dialect, messages)
@@ -504,7 +505,9 @@ class ClientCore:
 def _add_params(body: dict[str, Any], params: Mapping[str, Any], endpoint: Endpoint) -> None:
     """The per-call parameters that go in the body, as each endpoint spells them: as given, but
     for the few spelt otherwise (`_RESPELT`)."""
-    body.update({k: v for k, v in params.items() if v is not None and k not in CALL_PARAMS})
+    for name, value in params.items():  # (a comprehension would be one more call per call)
+        if value is not None and name not in CALL_PARAMS:
+            body[name] = value  # noqa: PERF403
     if _RESPELT.isdisjoint(params):
         return
     stop = body.get("stop")

@@ -171,14 +171,10 @@ class Dialect:
         )
 
     def plan(self, spec: OutputSpec[Any], endpoint: Endpoint, *, compact: bool = True) -> Plan:
-        """The cached plan for ``spec`` on ``endpoint``; raises before any request is built.
-        ``compact`` asks for lmclient's compact grammar where this dialect can send one."""
-        key = (self.name, endpoint, compact)
-        plan = spec.plans.get(key)
-        if plan is None:
-            made = self._plan(spec, endpoint, compact)
-            plan = spec.plans[key] = dataclasses.replace(made, dialect=self.name)
-        return plan
+        """The plan for ``spec`` on ``endpoint``; raises before any request is built.
+        ``compact`` asks for lmclient's compact grammar where this dialect can send one. Made
+        anew on each call: a client keeps its plans (`lmclient._plans.Plans`)."""
+        return dataclasses.replace(self._plan(spec, endpoint, compact), dialect=self.name)
 
     def _plan(self, spec: OutputSpec[Any], endpoint: Endpoint, compact: bool) -> Plan:
         if spec.kind == "text":

@@ -9,8 +9,9 @@ also reads for 600 s).
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypedDict
 
 import httpx
@@ -142,63 +143,89 @@ PARAMS = {**_BODY_PARAMS, **CALL_PARAMS}
 
 
 def check_params(where: str, params: Mapping[str, Any], *, allow_n: bool = False) -> None:
-    """Reject misspelt or mistyped per-call parameters before anything is sent."""
+    """Reject misspelt or mistyped per-call parameters before anything is sent: each is one
+    look-up in `_CHECKS`, its type one set look-up when it is exactly an accepted type (a
+    subclass is checked with `isinstance`), its value checked where its entry says how."""
     for name, value in params.items():
-        accepted = PARAMS.get(name)
-        if accepted is None or (name in _CREATE_ONLY and not allow_n and value is not None):
+        check = _CHECKS.get(name)
+        if check is None or (name in _CREATE_ONLY and not allow_n and value is not None):
             hint = f" ({name} is a parameter of create() only)" if name in _CREATE_ONLY else ""
             raise TypeError(f"{where}() got an unexpected keyword argument {name!r}{hint}")
         if value is None:
             continue
-        if (isinstance(value, bool) and bool not in accepted) or not isinstance(value, accepted):
+        exact, accepted, value_problem = check
+        if type(value) not in exact and (
+            (isinstance(value, bool) and bool not in accepted) or not isinstance(value, accepted)
+        ):
             names = " or ".join(t.__name__ for t in accepted)
             raise TypeError(f"{where}(): {name} must be {names}, not {type(value).__name__}")
-        problem = _value_problem(name, value) if name in _VALUE_CHECKED else None
+        problem = None if value_problem is None else value_problem(value)
         if problem:
             shown = "" if name == "headers" else f", not {value!r}"  # may hold a credential
             raise ValueError(f"{where}(): {name} {problem}{shown}")
 
 
-# The parameters whose values are checked beyond their types (`_value_problem`): the others
-# (temperature, top_p, ...) cost a call nothing more.
-_VALUE_CHECKED = frozenset(
-    {
-        "stop",
-        "max_tokens",
-        "n",
-        "top_logprobs",
-        "max_retries",
-        "max_reasks",
-        "reask_history",
-        "token_budget",
-        "thinking_budget",
-        "tools",
-        "tool_choice",
-        "reasoning_effort",
-        "deadline",
-        "timeout",
-        *SERVING_PARAMS,
-    }
-)
+def _strings(value: str | Sequence[Any]) -> str | None:
+    if isinstance(value, str) or all(isinstance(s, str) for s in value):
+        return None
+    return "must be a str or list of str"
 
 
-def _value_problem(name: str, value: Any) -> str | None:
-    if name == "stop" and not isinstance(value, str):
-        return None if all(isinstance(s, str) for s in value) else "must be a str or list of str"
-    if name in ("max_tokens", "n", "token_budget") and value < 1:
-        return "must be at least 1"
-    if name in ("top_logprobs", "max_retries", "max_reasks", "thinking_budget") and value < 0:
-        return "must not be negative"
-    if name == "tools" and not all(isinstance(tool, Tool) for tool in value):
-        return "must be a list of lmclient.Tool"
-    if name == "tool_choice" and isinstance(value, str) and value not in _CHOICES:
+def _positive(value: int) -> str | None:
+    return "must be at least 1" if value < 1 else None
+
+
+def _not_negative(value: int) -> str | None:
+    return "must not be negative" if value < 0 else None
+
+
+def _reask_history(value: str) -> str | None:
+    return None if value in ("full", "last") else "must be 'full' or 'last'"
+
+
+def _tools(value: Sequence[Any]) -> str | None:
+    if all(isinstance(tool, Tool) for tool in value):
+        return None
+    return "must be a list of lmclient.Tool"
+
+
+def _tool_choice(value: Any) -> str | None:
+    if isinstance(value, str) and value not in _CHOICES:
         return "must be 'auto', 'required', 'none' or one of the tools"
-    if name == "reask_history" and value not in ("full", "last"):
-        return "must be 'full' or 'last'"
-    if name == "reasoning_effort" and value not in _EFFORTS:
-        return "must be one of " + ", ".join(map(repr, _EFFORTS))
-    if name in ("deadline", "timeout") and isinstance(value, _NUMBER) and value <= 0:
-        return "must be a positive number of seconds"
-    if name in SERVING_PARAMS:
-        return serving_problem(name, value)
     return None
+
+
+def _effort(value: str) -> str | None:
+    return None if value in _EFFORTS else "must be one of " + ", ".join(map(repr, _EFFORTS))
+
+
+def _seconds(value: Any) -> str | None:
+    if isinstance(value, _NUMBER) and value <= 0:
+        return "must be a positive number of seconds"
+    return None
+
+
+# The parameters whose values are checked beyond their types, and how: the others
+# (temperature, top_p, ...) cost a call nothing more.
+_VALUE_CHECKS: dict[str, Callable[[Any], str | None]] = {
+    "stop": _strings,
+    "max_tokens": _positive,
+    "n": _positive,
+    "token_budget": _positive,
+    "top_logprobs": _not_negative,
+    "max_retries": _not_negative,
+    "max_reasks": _not_negative,
+    "reask_history": _reask_history,
+    "thinking_budget": _not_negative,
+    "tools": _tools,
+    "tool_choice": _tool_choice,
+    "reasoning_effort": _effort,
+    "deadline": _seconds,
+    "timeout": _seconds,
+    **{name: functools.partial(serving_problem, name) for name in SERVING_PARAMS},
+}
+# Each parameter's checks (`check_params`): its accepted types, as a set and as a tuple, and
+# the check of its value, if any.
+_CHECKS: dict[str, tuple[frozenset[type], tuple[type, ...], Callable[[Any], str | None] | None]] = {
+    name: (frozenset(types), types, _VALUE_CHECKS.get(name)) for name, types in PARAMS.items()
+}

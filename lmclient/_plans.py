@@ -4,16 +4,21 @@ of one dialect is kept, so that no call repeats it.
 A plan (`Dialect.plan`) is a type's constraint fields as its dialect spells them, with the
 decoder of its answers; its fields (a type's schema or grammar: most of a request body, and the
 same on every call) are encoded here once, and go into each body as they are (`msgspec.Raw`).
+A call finds its plan with one look-up, by its output type itself when that is a class (the
+usual output type, equal only to itself), else by the type's spec (`compile_output`, which
+tells apart types that compare equal but mean different constraints, as ``Literal`` options in
+another order do).
 """
 
 from __future__ import annotations
 
+from types import GenericAlias
 from typing import Any
 
 import msgspec
 
-from ._dialects import Dialect, Endpoint, Plan, ServerInfo
-from ._output.types import OutputSpec
+from ._dialects import Dialect, Endpoint, ServerInfo
+from ._output.types import OutputSpec, compile_output
 
 __all__ = ["Planned", "Plans"]
 
@@ -25,40 +30,57 @@ _BOUND = 256  # plans kept: output types made anew on every call must not grow t
 class Planned:
     """A dialect's plan for one output type and endpoint, with its fields encoded once."""
 
-    __slots__ = ("checked", "dialect", "fields", "plan", "spec")
+    __slots__ = ("checked", "dialect", "endpoint", "fields", "plan", "spec")
 
-    def __init__(self, spec: OutputSpec[Any], dialect: Dialect, plan: Plan) -> None:
+    def __init__(
+        self, spec: OutputSpec[Any], dialect: Dialect, endpoint: Endpoint, *, compact: bool
+    ) -> None:
         self.spec = spec
         self.dialect = dialect
-        self.plan = plan
+        self.endpoint = endpoint
+        self.plan = plan = dialect.plan(spec, endpoint, compact=compact)
         self.fields = {name: msgspec.Raw(_encode(value)) for name, value in plan.fields.items()}
         # the server info this plan passed `Dialect.check_server` for (a call checks it again
         # only when the probes have learnt another); a sentinel until the first check
         self.checked: object = _UNCHECKED
 
-    def check_server(self, info: ServerInfo | None, endpoint: Endpoint) -> None:
-        """`Dialect.check_server` for this plan, once per server info."""
-        if self.checked is not info:
-            self.dialect.check_server(info, self.plan, endpoint)
-            self.checked = info
+    def check_server(self, info: ServerInfo | None) -> None:
+        """`Dialect.check_server` for this plan, and the server info it passed for (`Plans.get`
+        checks again only for another)."""
+        self.dialect.check_server(info, self.plan, self.endpoint)
+        self.checked = info
 
 
 class Plans:
-    """A client's plans, by output type (its spec: `compile_output`), endpoint and dialect; made
-    on first use, which raises the dialect's refusals before any request."""
+    """A client's plans, by output type, endpoint and dialect; made on first use, which raises
+    the dialect's refusals before any request."""
 
     __slots__ = ("_found", "compact")
 
     def __init__(self, *, compact: bool) -> None:
         self.compact = compact  # lmclient's compact grammar, where the dialect can send one
-        self._found: dict[tuple[OutputSpec[Any], Endpoint, Dialect], Planned] = {}
+        self._found: dict[tuple[Any, Endpoint, Dialect], Planned] = {}
 
-    def get(self, spec: OutputSpec[Any], endpoint: Endpoint, dialect: Dialect) -> Planned:
-        key = (spec, endpoint, dialect)
+    def get(
+        self, output_type: Any, endpoint: Endpoint, dialect: Dialect, info: ServerInfo | None
+    ) -> Planned:
+        """The plan of ``output_type`` on ``endpoint`` of ``dialect``, checked against the
+        server the probes found (``info``): refused where it would ignore the fields."""
+        # (a parametrised generic such as ``list[int]`` is a `type` instance on Python 3.10)
+        key: tuple[Any, Endpoint, Dialect]
+        spec = None
+        if isinstance(output_type, type) and not isinstance(output_type, GenericAlias):
+            key = (output_type, endpoint, dialect)
+        else:
+            spec = compile_output(output_type)
+            key = (spec, endpoint, dialect)
         planned = self._found.get(key)
         if planned is None:
-            planned = Planned(spec, dialect, dialect.plan(spec, endpoint, compact=self.compact))
+            spec = spec or compile_output(output_type)
+            planned = Planned(spec, dialect, endpoint, compact=self.compact)
             if len(self._found) >= _BOUND:
                 self._found.clear()
             self._found[key] = planned
+        if planned.checked is not info:
+            planned.check_server(info)
         return planned

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 import pytest
@@ -12,6 +12,7 @@ import pytest
 import lmclient
 from lmclient._dialects import DIALECTS, get_dialect, llamacpp_schema, strict_schema
 from lmclient._output.types import compile_output
+from lmclient._plans import Plans
 from lmclient.testing import FakeLLM
 from tests.helpers import make_core
 from tests.kinds import COMPACT_PLACES, KINDS, Kind, compact_text, expected_fields, reply_text
@@ -38,10 +39,21 @@ def test_fields_and_decoding(kind: Kind, dialect: str, endpoint: Any, compact: b
 
 
 def test_plans_are_cached_per_type_dialect_and_endpoint() -> None:
-    spec = compile_output(int)
-    vllm = get_dialect("vllm")
-    assert vllm.plan(spec, "chat") is vllm.plan(spec, "chat")
-    assert vllm.plan(spec, "chat") is not get_dialect("openai").plan(spec, "chat")
+    plans = Plans(compact=True)
+    vllm, openai = get_dialect("vllm"), get_dialect("openai")
+    first = plans.get(int, "chat", vllm, None)
+    assert plans.get(int, "chat", vllm, None) is first
+    assert first.spec is compile_output(int)
+    assert plans.get(int, "completions", vllm, None) is not first
+    assert plans.get(int, "chat", openai, None) is not first
+    # Any other type than a class by its spec: equal Literals with their options in another
+    # order are another constraint, and another plan.
+    ab = plans.get(Literal["a", "b"], "chat", vllm, None)
+    assert plans.get(Literal["a", "b"], "chat", vllm, None) is ab
+    ba = plans.get(Literal["b", "a"], "chat", vllm, None)
+    assert ba is not ab
+    assert ba.plan.fields != ab.plan.fields
+    assert plans.get(list[int], "chat", vllm, None) is plans.get(list[int], "chat", vllm, None)
 
 
 def test_unsupported_grammar_names_the_dialects_that_can() -> None:

@@ -53,7 +53,6 @@ class OutputSpec(Generic[T]):
     grammar: str | None = None  # a Grammar's text; for scalars, their literal's exact GBNF
     syntax: str = "gbnf"
     element_type: Any = None  # for JSON-array outputs: the type of one element (streaming items)
-    plans: dict[tuple[str, str, bool], Any] = dataclasses.field(default_factory=dict, repr=False)
 
     @functools.cached_property
     def compact(self) -> CompactGrammar | None:

@@ -4,6 +4,7 @@ themselves: test_status.py)."""
 from __future__ import annotations
 
 import json
+from types import MappingProxyType
 from typing import Any
 
 import msgspec
@@ -294,29 +295,27 @@ def test_the_usual_call_is_checked_again_once_the_server_is_known() -> None:
     assert body["messages"] == [{"role": "user", "content": "Q"}]
 
 
-class _Untouchable:
-    """A value whose every comparison, membership test and iteration fails."""
-
-    def __eq__(self, other: object) -> bool:
-        raise AssertionError("compared")
-
-    def __lt__(self, other: object) -> bool:
-        raise AssertionError("compared")
-
-    __le__ = __gt__ = __ge__ = __lt__
-    __hash__ = object.__hash__
-
-    def __iter__(self) -> Any:
-        raise AssertionError("iterated")
+def test_each_parameter_is_one_entry_of_the_checks_table() -> None:
+    """`check_params` looks each parameter up once in `_CHECKS`: every parameter has its entry,
+    with its accepted types, and every value check belongs to a parameter."""
+    assert set(_params._CHECKS) == set(_params.PARAMS)
+    for name, (exact, accepted, value_problem) in _params._CHECKS.items():
+        assert exact == frozenset(accepted) and accepted == _params.PARAMS[name], name
+        assert value_problem is _params._VALUE_CHECKS.get(name), name
+    assert set(_params._VALUE_CHECKS) <= set(_params.PARAMS)
 
 
-def test_value_checks_skip_only_what_they_do_not_read() -> None:
-    """`check_params` skips `_value_problem` for the names outside `_VALUE_CHECKED`: it must
-    indeed read none of their values."""
-    for name in set(_params.PARAMS) - _params._VALUE_CHECKED:
-        assert _params._value_problem(name, _Untouchable()) is None, name
-    for name in _params._VALUE_CHECKED:
-        assert name in _params.PARAMS, name
+def test_a_subclass_of_an_accepted_type_is_accepted_but_bool_for_a_number() -> None:
+    """The exact types pass with one set look-up; any other value by `isinstance`, as before."""
+
+    class Seed(int):
+        pass
+
+    _params.check_params("generate", {"seed": Seed(3), "headers": MappingProxyType({"a": "b"})})
+    with pytest.raises(TypeError, match="max_tokens must be int, not bool"):
+        _params.check_params("generate", {"max_tokens": True})
+    with pytest.raises(TypeError, match="temperature must be int or float, not str"):
+        _params.check_params("generate", {"temperature": "0.2"})
 
 
 def test_settings_calls_and_lookups_are_built_by_name() -> None:
