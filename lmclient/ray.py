@@ -4,10 +4,11 @@
 holds one `AsyncClient` and runs each batch through `AsyncClient.generate_many`'s own machinery
 (the same checks before any request, bounded concurrency, retries, deadlines, each call's
 token budget), so a row costs what it costs in one process. A prompt column becomes the output
-type's columns (one per field of a record type, else ``value``), plus ``prompt_tokens``, ``completion_tokens``,
-``error_type`` and ``error_message`` (`lmclient._rows`), beside the input columns. Every input row
-gives exactly one output row, in the batch's order: a failed row carries its error, unless
-``on_error="raise"``, where the first failure fails the job. `generate` wires it up::
+type's columns (one per field of a record type, else ``value``), plus ``prompt_tokens``,
+``completion_tokens``, ``error_type`` and ``error_message`` (`lmclient._rows`), beside the input
+columns. Every input row gives exactly one output row, in the batch's order: a failed row
+carries its error, unless ``on_error="raise"``, where the first failure fails the job.
+`generate` wires it up::
 
     import ray, lmclient.ray
 
