@@ -21,7 +21,9 @@ $(STAMP): pyproject.toml
 # vLLM for the CPU (a Python 3.11 venv from exact pins, the same model converted for it: ~4 min
 # once), which fails here, saying what is missing, unless LMCLIENT_E2E_VLLM=0 is set.
 # And the SGLang Model Gateway (sglang-router, pinned; a 30 MB wheel into its own venv in the
-# cache, with pip's progress), for the gateway tests.
+# cache, with pip's progress), for the gateway tests; and SGLang's source (its pinned wheel,
+# unpacked into the cache, with pip's progress; not with LMCLIENT_E2E_VLLM=0), whose request
+# models tests/e2e/test_vllm_media.py runs on the vLLM venv's Python.
 # Then the unit suite again on every other Python that requires-python claims and this machine
 # has (pyenv's, or PYTHONS="..."), one line each (scripts/pythons.py).
 # Coverage starts before pytest, so what the pytest11 plugin imports counts too, and follows
@@ -30,6 +32,7 @@ test: install stacks
 	$(BIN)/python scripts/llamacpp.py install
 	$(BIN)/python scripts/vllm.py install
 	$(BIN)/python scripts/gateway.py install
+	$(BIN)/python scripts/sglang_source.py install
 	$(BIN)/coverage erase
 	$(BIN)/coverage run -m pytest
 	$(BIN)/coverage combine --quiet

@@ -26,9 +26,11 @@ msgspec into one buffer after its prefix (`data_url`), which the body then takes
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 import msgspec
 
@@ -61,12 +63,36 @@ MAX_MEDIA_BYTES = 20 * 1024 * 1024
 class Media(msgspec.Struct, frozen=True):
     """One image, audio clip or video: its bytes (``data``) or a URL the server fetches
     (``url``), and its MIME type (``""`` for a URL given without one). Made by the
-    constructors of `Image`, `Audio` and `Video`; equal when their contents are."""
+    constructors of `Image`, `Audio` and `Video`; equal when their contents are.
+
+    Made directly (``Image("image/png", data)``), it is checked as those constructors check it
+    (a `MediaError` otherwise): a lower-case MIME type of its kind, bytes of at most
+    `MAX_MEDIA_BYTES` or an ``http(s)`` URL, not both. The constructors check the same things
+    once, here, with their own ``max_bytes``."""
 
     mime: str
     data: bytes | None = None
     url: str | None = None
     kind: ClassVar[Kind]
+
+    def __post_init__(self) -> None:
+        name, mime, data, url = type(self).__name__, self.mime, self.data, self.url
+        if (data is None) == (url is None):
+            raise MediaError(f"{name}() takes its bytes (data=) or a URL (url=), one of them")
+        if data is not None:
+            if not isinstance(data, bytes):
+                raise MediaError(f"{name}() takes data as bytes, not {type(data).__name__}")
+            _check_size(type(self), len(data), _max_bytes.get())
+            if not data:
+                raise MediaError(f"{name} is empty")
+        elif not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise MediaError(f"{name}() takes an http(s) URL, not {url!r}")
+        if not isinstance(mime, str) or not (
+            mime.startswith(self.kind + "/") or (url is not None and not mime)
+        ):
+            raise MediaError(
+                f"{name} cannot be of MIME type {mime!r} (a lower-case {self.kind}/... type)"
+            )
 
     def __repr__(self) -> str:  # never the bytes
         shown = f"{len(self.data)} bytes" if self.data is not None else repr(self.url)
@@ -85,8 +111,7 @@ class Media(msgspec.Struct, frozen=True):
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"{cls.__name__}.from_bytes() takes bytes, not {type(data).__name__}")
         held = bytes(data)  # the same object when it is bytes
-        _check_data(cls, held, max_bytes)
-        return cls(_checked_mime(cls, mime or _sniff(held)), held)
+        return _made(cls, _known_mime(cls, mime or _sniff(held)), held, max_bytes)
 
     @classmethod
     def from_path(
@@ -101,22 +126,19 @@ class Media(msgspec.Struct, frozen=True):
         with open(path, "rb") as fh:
             _check_size(cls, os.fstat(fh.fileno()).st_size, max_bytes)
             data = fh.read(max_bytes + 1)  # bounded, should the file grow meanwhile
-        _check_data(cls, data, max_bytes)
         if not mime:
             mime = _sniff(data)
         if not mime:
             import mimetypes
 
             mime = mimetypes.guess_type(os.fspath(path))[0]
-        return cls(_checked_mime(cls, mime), data)
+        return _made(cls, _known_mime(cls, mime), data, max_bytes)
 
     @classmethod
     def from_url(cls, url: str, mime: str | None = None) -> Self:
         """Media the server fetches itself from an ``http(s)`` URL (not every server does:
         those that do not are refused before any request)."""
-        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            raise MediaError(f"{cls.__name__}.from_url() takes an http(s) URL, not {url!r}")
-        return cls(_checked_mime(cls, mime) if mime else "", url=url)
+        return cls(mime.lower() if mime else "", url=url)
 
 
 class Image(Media, frozen=True):
@@ -149,19 +171,24 @@ def _check_size(cls: type[Media], size: int, max_bytes: int) -> None:
         )
 
 
-def _check_data(cls: type[Media], data: bytes, max_bytes: int) -> None:
-    _check_size(cls, len(data), max_bytes)
-    if not data:
-        raise MediaError(f"{cls.__name__} is empty")
+# The size bound `Media.__post_init__` checks: `MAX_MEDIA_BYTES`, or a constructor's max_bytes=
+_max_bytes: ContextVar[int] = ContextVar("lmclient_media_max_bytes", default=MAX_MEDIA_BYTES)
+M = TypeVar("M", bound=Media)
 
 
-def _checked_mime(cls: type[Media], mime: str | None) -> str:
+def _made(cls: type[M], mime: str, data: bytes, max_bytes: int) -> M:
+    """``cls(mime, data)``, checked against ``max_bytes`` rather than the default bound."""
+    token = _max_bytes.set(max_bytes)
+    try:
+        return cls(mime, data)
+    finally:
+        _max_bytes.reset(token)
+
+
+def _known_mime(cls: type[Media], mime: str | None) -> str:
     if not mime:
         raise MediaError(f"{cls.__name__}: the MIME type is not known: pass mime=...")
-    mime = mime.lower()
-    if not mime.startswith(cls.kind + "/"):
-        raise MediaError(f"{cls.__name__} cannot be of MIME type {mime!r}")
-    return mime
+    return mime.lower()
 
 
 # First bytes of the common formats: (offset, magic, MIME type)
@@ -355,7 +382,8 @@ def data_url(mime: str, data: bytes) -> msgspec.Raw:
 
 
 def read_part(part: Any) -> Media | None:
-    """The media of one content part as a server receives it, if it carries any."""
+    """The media of one content part as a server receives it, if it carries any (of any
+    size: the sender chose its bound)."""
     if not isinstance(part, dict):
         return None
     kind = part.get("type")
@@ -365,7 +393,7 @@ def read_part(part: Any) -> Media | None:
             return None
         data = _b64decode(audio.get("data"))
         fmt = str(audio.get("format"))
-        return None if data is None else Audio(_FORMAT_MIMES.get(fmt, f"audio/{fmt}"), data)
+        return _received(Audio, _FORMAT_MIMES.get(fmt, f"audio/{fmt}"), data)
     if not isinstance(kind, str) or kind.removesuffix("_url") not in _KINDS:
         return None
     holder = part.get(kind)
@@ -374,10 +402,25 @@ def read_part(part: Any) -> Media | None:
         return None
     cls = _KINDS[kind.removesuffix("_url")]
     if not url.startswith("data:"):
-        return cls("", url=url)
+        return _received(cls, "", url=url)
     mime, _, encoded = url[5:].partition(";base64,")
-    data = _b64decode(encoded)
-    return None if data is None else cls(mime, data)
+    return _received(cls, mime, _b64decode(encoded))
+
+
+def _received(
+    cls: type[Media], mime: str, data: bytes | None = None, url: str | None = None
+) -> Media | None:
+    """The media a part carries; ``None`` for what no constructor makes (no bytes, a type of
+    another kind, a URL of another scheme)."""
+    if data is None and url is None:
+        return None
+    token = _max_bytes.set(sys.maxsize)
+    try:
+        return cls(mime, data, url)
+    except MediaError:
+        return None
+    finally:
+        _max_bytes.reset(token)
 
 
 def _b64decode(text: Any) -> bytes | None:

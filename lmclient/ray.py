@@ -2,12 +2,13 @@
 
 `Generate` is a callable class for `ray.data.Dataset.map_batches` with an actor pool: each actor
 holds one `AsyncClient` and runs each batch through `AsyncClient.generate_many`'s own machinery
-(the same checks before any request, bounded concurrency, retries, deadlines, token budgets), so a
-row costs what it costs in one process. A prompt column becomes the output type's columns (one
-per field of a record type, else ``value``), plus ``prompt_tokens``, ``completion_tokens``,
-``error_type`` and ``error_message`` (`lmclient._rows`), beside the input columns. Every input row
-gives exactly one output row, in the batch's order: a failed row carries its error, unless
-``on_error="raise"``, where the first failure fails the job. `generate` wires it up::
+(the same checks before any request, bounded concurrency, retries, deadlines, each call's
+token budget), so a row costs what it costs in one process. A prompt column becomes the output
+type's columns (one per field of a record type, else ``value``), plus ``prompt_tokens``,
+``completion_tokens``, ``error_type`` and ``error_message`` (`lmclient._rows`), beside the input
+columns. Every input row gives exactly one output row, in the batch's order: a failed row
+carries its error, unless ``on_error="raise"``, where the first failure fails the job.
+`generate` wires it up::
 
     import ray, lmclient.ray
 
@@ -52,8 +53,10 @@ class Generate:
     ``api_key``, ``max_retries``, ``deadline``, ...) make the actor's one client;
     ``prompt_column`` holds each row's prompt (a str, or a list of messages); ``concurrency``
     bounds the actor's requests in flight; ``params`` are `generate_many`'s per-call parameters
-    (``max_tokens``, ``temperature``, ``deadline``, ...). Everything is checked here, in the
-    driver's process when `generate` builds the stage, before any actor starts.
+    (``max_tokens``, ``temperature``, ``deadline``, ...), but no ``token_budget``: a budget
+    here would be each batch's (docs/scaling.md says why that is refused). Everything is
+    checked here, in the driver's process when `generate` builds the stage, before any actor
+    starts.
 
     One batch runs at a time per actor (the rest wait their turn), so ``concurrency`` is the
     actor's bound, not a batch's: pick batches several times ``concurrency`` long, so that the
@@ -76,6 +79,14 @@ class Generate:
         self._loop_thread: int | None = None
         if on_error not in ("row", "raise"):
             raise ValueError(f'on_error must be "row" or "raise", not {on_error!r}')
+        if "token_budget" in params:
+            raise ValueError(
+                "lmclient.ray takes no token_budget: it would be each batch's, as each batch is "
+                "a generate_many in some actor with no count shared, so the job's spend would "
+                "grow with its batches and which rows it stopped would depend on how Ray split "
+                'them. Bound each row instead: max_tokens, max_reasks, client={"defaults": '
+                '{"token_budget": N}} (each call\'s re-asks)'
+            )
         self._columns = Columns(output_type)
         if prompt_column in self._columns.names:
             raise ValueError(

@@ -154,6 +154,37 @@ def test_from_url() -> None:
         Image.from_url("https://h/a", "audio/wav")
 
 
+def test_made_directly_it_is_checked_as_the_constructors_check_it() -> None:
+    assert Image("image/png", PNG) == Image.from_bytes(PNG)
+    assert Audio("", url="https://h/a.wav") == Audio.from_url("https://h/a.wav")
+    refused: list[tuple[Any, str]] = [
+        (lambda: Image("audio/wav", PNG), "Image cannot be of MIME type 'audio/wav'"),
+        (lambda: Image("IMAGE/PNG", PNG), "a lower-case image/... type"),
+        (lambda: Image("", PNG), "cannot be of MIME type ''"),
+        (lambda: Image(3, PNG), "cannot be of MIME type 3"),  # type: ignore[arg-type]
+        (lambda: Image("image/png", b""), "Image is empty"),
+        (lambda: Image("image/png", "x"), "takes data as bytes, not str"),  # type: ignore[arg-type]
+        (lambda: Image("image/png", bytes(MAX_MEDIA_BYTES + 1)), "over max_bytes=20971520"),
+        (lambda: Video("video/mp4", url="file:///etc/passwd"), "takes an http\\(s\\) URL"),
+        (lambda: Video("video/mp4", url=b"https://h"), "takes an http\\(s\\) URL"),  # type: ignore[arg-type]
+        (lambda: Audio("audio/wav"), "takes its bytes \\(data=\\) or a URL"),
+        (lambda: Audio("audio/wav", WAV, "https://h/a.wav"), "one of them"),
+    ]
+    for make, match in refused:
+        with pytest.raises(MediaError, match=match):
+            make()
+    with pytest.raises(msgspec.ValidationError, match="takes an http\\(s\\) URL"):
+        msgspec.convert({"mime": "image/png", "url": "ftp://h"}, Image)  # decoded: msgspec's error
+
+
+def test_a_constructors_bound_is_its_own() -> None:
+    """``max_bytes=`` holds for its call only: a direct construction after it has the default."""
+    big = PNG + bytes(MAX_MEDIA_BYTES)
+    assert Image.from_bytes(big, max_bytes=len(big)).data == big
+    with pytest.raises(MediaError, match="over max_bytes=20971520"):
+        Image("image/png", big)
+
+
 def test_repr_never_shows_the_bytes_and_equality_is_by_content() -> None:
     assert repr(Image.from_bytes(PNG)) == f"Image(image/png, {len(PNG)} bytes)"
     assert repr(Audio.from_url("https://h/a.wav")) == "Audio(unknown type, 'https://h/a.wav')"
@@ -386,10 +417,23 @@ def test_read_part_is_the_inverse_of_what_is_sent() -> None:
         {"type": "input_audio", "input_audio": {"data": 3, "format": "wav"}},
         {"type": "input_audio", "input_audio": "AAAA"},
         {"type": 7},
+        {"type": "image_url", "image_url": {"url": "data:audio/wav;base64,AAAA"}},
+        {"type": "image_url", "image_url": {"url": "ftp://h/a.png"}},
+        {"type": "input_audio", "input_audio": {"data": "", "format": "wav"}},
     ],
 )
 def test_read_part_skips_what_carries_no_media(part: Any) -> None:
     assert read_part(part) is None
+
+
+def test_read_part_takes_media_over_the_default_bound() -> None:
+    """The sender chose the bound (``max_bytes=``): what it sent is recorded whatever its size."""
+    big = Image.from_bytes(PNG + bytes(MAX_MEDIA_BYTES), max_bytes=2 * MAX_MEDIA_BYTES)
+    url = b64(big.data or b"")
+    assert (
+        read_part({"type": "image_url", "image_url": {"url": f"data:image/png;base64,{url}"}})
+        == big
+    )
 
 
 def test_recorded_requests_without_messages_carry_no_media() -> None:

@@ -145,6 +145,22 @@ def test_bad_arguments_fail_before_any_actor_starts(cluster: None) -> None:
         lmclient.ray.generate(ds, "http://127.0.0.1:9/v1", int, prompt_column="value")
 
 
+def test_a_token_budget_of_the_stage_is_refused(cluster: None) -> None:
+    """It would be each batch's budget (docs/scaling.md); each call's, in ``defaults``, is not."""
+    ds = ray.data.from_items([{"prompt": "a"}])
+    with pytest.raises(ValueError, match="no token_budget: it would be each batch's"):
+        lmclient.ray.generate(ds, "http://127.0.0.1:9/v1", int, token_budget=1000)
+    with pytest.raises(ValueError, match="no token_budget"):
+        lmclient.ray.Generate("http://127.0.0.1:9/v1", int, token_budget=1000)
+    fake = FakeLLM()
+    fake.reply("{not json")  # invalid: the row's call would ask again
+    client = {"max_reasks": 2, "defaults": {"token_budget": 1}}
+    with fake.serve() as url:
+        out = lmclient.ray.generate(ds, url, Review, num_cpus=0.5, client=client).take_all()
+    assert [row["error_type"] for row in out] == ["TokenBudgetExceeded"]
+    assert len(fake.calls) == 1  # the budget, spent by the first answer, stopped its re-asks
+
+
 def test_an_input_column_the_stage_would_overwrite_fails_the_job(cluster: None) -> None:
     ds = ray.data.from_items([{"prompt": "a", "error_type": "mine"}])
     with FakeLLM().serve() as url:

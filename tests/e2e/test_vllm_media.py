@@ -10,14 +10,13 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from lmclient import Audio, Image, Video, _core
-from scripts import llamacpp, vllm
+from scripts import sglang_source, vllm
 
 pytestmark = pytest.mark.timeout(600, func_only=True)
 
@@ -34,7 +33,6 @@ PROMPT = [
     Audio.from_bytes(WAV),
     Video.from_bytes(MP4),
 ]
-SGLANG_VERSION = "0.5.23"  # the release servers.md's facts were read from
 
 VLLM_READS = r"""
 import json, sys
@@ -121,29 +119,30 @@ def test_vllm_reads_every_part_lmclient_sends(vllm_installed: vllm.Installation)
 
 
 @pytest.fixture(scope="module")
-def sglang_source(vllm_installed: vllm.Installation) -> Path:
-    """SGLang's Python source, from its wheel (no dependencies: only its request models run)."""
-    root = llamacpp.cache_dir() / f"sglang-{SGLANG_VERSION}-source"
-    if not (root / "sglang").is_dir():
-        wheels = root.with_name(root.name + ".download")
-        subprocess.run(
-            [str(vllm_installed.python), "-m", "pip", "download", "--no-deps", "--quiet",
-             "--only-binary=:all:", "--dest", str(wheels), f"sglang=={SGLANG_VERSION}"],
-            check=True,
-            timeout=600,
-        )  # fmt: skip
-        (wheel,) = wheels.glob("sglang-*.whl")
-        partial = root.with_name(root.name + ".partial")
-        with zipfile.ZipFile(wheel) as archive:
-            archive.extractall(partial, [n for n in archive.namelist() if n.startswith("sglang/")])
-        partial.rename(root)
-    return root
+def sglang_root(vllm_installed: vllm.Installation) -> Path:
+    """SGLang's Python source, which `make test` downloads (never this test): absent, a failure
+    naming that step."""
+    try:
+        return sglang_source.locate()
+    except FileNotFoundError as exc:
+        pytest.fail(str(exc))
+
+
+def test_the_source_is_found_not_fetched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Absent, it is a failure naming the make step; present, it is found without pip."""
+    monkeypatch.setenv("LMCLIENT_CACHE_DIR", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match=r"make test.*sglang_source\.py install"):
+        sglang_source.locate()
+    (tmp_path / "sglang-source" / sglang_source.VERSION / "sglang").mkdir(parents=True)
+    monkeypatch.setattr(subprocess, "run", None)  # no pip: a call would be a TypeError
+    assert sglang_source.ensure_installed() == sglang_source.locate()
+    assert sglang_source.main(["path"]) == 0
 
 
 def test_sglang_reads_every_part_lmclient_sends(
-    vllm_installed: vllm.Installation, sglang_source: Path
+    vllm_installed: vllm.Installation, sglang_root: Path
 ) -> None:
-    parts = run(vllm_installed.python, SGLANG_READS, body("sglang"), str(sglang_source))
+    parts = run(vllm_installed.python, SGLANG_READS, body("sglang"), str(sglang_root))
     kinds = ["text", "image_url", "image_url", "audio_url", "video_url"]
     assert [p["type"] for p in parts] == kinds
     assert parts[1]["image_url"]["url"] == data_url("image/png", PNG)
