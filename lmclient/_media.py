@@ -26,11 +26,9 @@ msgspec into one buffer after its prefix (`data_url`), which the body then takes
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping, Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import msgspec
 
@@ -66,9 +64,10 @@ class Media(msgspec.Struct, frozen=True):
     constructors of `Image`, `Audio` and `Video`; equal when their contents are.
 
     Made directly (``Image("image/png", data)``), it is checked as those constructors check it
-    (a `MediaError` otherwise): a lower-case MIME type of its kind, bytes of at most
-    `MAX_MEDIA_BYTES` or an ``http(s)`` URL, not both. The constructors check the same things
-    once, here, with their own ``max_bytes``."""
+    (a `MediaError` otherwise): a lower-case MIME type of its kind, non-empty bytes or an
+    ``http(s)`` URL, not both. The size bound (``max_bytes=``) is the constructors': it keeps a
+    file or buffer too large for any server from being read and sent; bytes given directly are
+    already the caller's, and are sent as they are."""
 
     mime: str
     data: bytes | None = None
@@ -82,7 +81,6 @@ class Media(msgspec.Struct, frozen=True):
         if data is not None:
             if not isinstance(data, bytes):
                 raise MediaError(f"{name}() takes data as bytes, not {type(data).__name__}")
-            _check_size(type(self), len(data), _max_bytes.get())
             if not data:
                 raise MediaError(f"{name} is empty")
         elif not isinstance(url, str) or not url.startswith(("http://", "https://")):
@@ -110,8 +108,9 @@ class Media(msgspec.Struct, frozen=True):
         JPEG, GIF, WebP, WAV, MP3, FLAC, Ogg, MP4, WebM). At most ``max_bytes`` long."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"{cls.__name__}.from_bytes() takes bytes, not {type(data).__name__}")
+        _check_size(cls, len(data), max_bytes)
         held = bytes(data)  # the same object when it is bytes
-        return _made(cls, _known_mime(cls, mime or _sniff(held)), held, max_bytes)
+        return cls(_known_mime(cls, mime or _sniff(held)), held)
 
     @classmethod
     def from_path(
@@ -132,7 +131,8 @@ class Media(msgspec.Struct, frozen=True):
             import mimetypes
 
             mime = mimetypes.guess_type(os.fspath(path))[0]
-        return _made(cls, _known_mime(cls, mime), data, max_bytes)
+        _check_size(cls, len(data), max_bytes)
+        return cls(_known_mime(cls, mime), data)
 
     @classmethod
     def from_url(cls, url: str, mime: str | None = None) -> Self:
@@ -169,20 +169,6 @@ def _check_size(cls: type[Media], size: int, max_bytes: int) -> None:
             f"{cls.__name__} of {size} bytes is over max_bytes={max_bytes}: pass a larger "
             "max_bytes= if the server takes it, or send a smaller one"
         )
-
-
-# The size bound `Media.__post_init__` checks: `MAX_MEDIA_BYTES`, or a constructor's max_bytes=
-_max_bytes: ContextVar[int] = ContextVar("lmclient_media_max_bytes", default=MAX_MEDIA_BYTES)
-M = TypeVar("M", bound=Media)
-
-
-def _made(cls: type[M], mime: str, data: bytes, max_bytes: int) -> M:
-    """``cls(mime, data)``, checked against ``max_bytes`` rather than the default bound."""
-    token = _max_bytes.set(max_bytes)
-    try:
-        return cls(mime, data)
-    finally:
-        _max_bytes.reset(token)
 
 
 def _known_mime(cls: type[Media], mime: str | None) -> str:
@@ -414,13 +400,10 @@ def _received(
     another kind, a URL of another scheme)."""
     if data is None and url is None:
         return None
-    token = _max_bytes.set(sys.maxsize)
     try:
         return cls(mime, data, url)
     except MediaError:
         return None
-    finally:
-        _max_bytes.reset(token)
 
 
 def _b64decode(text: Any) -> bytes | None:
