@@ -21,8 +21,8 @@ What the logprobs cannot tell is said, not guessed: an option whose settling tok
 among the alternatives has probability 0 (the model gave it less than the least of the
 alternatives shown). One reachable only through an alternative that other options share
 (``"ap"`` of ``apple``/``apricot`` when the answer was ``banana``) needs the tokens after it,
-which were never generated: `read` says which such prefixes wait (`Reading.waiting`, at most
-one per option), `continuation` is the second request that asks the server to continue the
+which were never generated: `read` says which such prefixes wait (`Reading.waiting`, no
+more than the options), `continuation` is the second request that asks the server to continue the
 answer from one (one token, unconstrained, with its alternatives), and `split` shares the
 prefix's chance among the options that begin with it, in the ratio of the continuation's tokens
 that settle each. A server that cannot continue a message keeps the `ConfidenceError`.
