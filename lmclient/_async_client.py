@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 import httpx
 
 from . import errors
-from ._call import Call, Lookup
+from ._call import Call, Continued, Lookup
 from ._core import DEFAULT_MAX_RESPONSE_BYTES, ClientCore
 from ._dialects import Endpoint, ServerInfo, Whitespace
 from ._embeddings import (
@@ -495,6 +495,9 @@ class AsyncClient(AsyncScoring):
             except errors.ValidationError as exc:
                 call = call.reask(exc)
                 continue
+            except Continued as more:  # the answer's probabilities need a continuation of it
+                call = more.call
+                continue
             except errors.LMClientError as exc:
                 delay = call.backoff(exc)
             await asyncio.sleep(delay)
@@ -528,6 +531,9 @@ class AsyncClient(AsyncScoring):
                 except errors.ValidationError as exc:
                     call = call.reask(exc)
                     watch.reasked(call, exc)
+                    continue
+                except Continued as more:
+                    call = more.call
                     continue
                 except errors.LMClientError as exc:
                     delay = call.backoff(exc)

@@ -21,7 +21,7 @@ import httpx
 import msgspec
 
 from . import errors
-from ._confidence import probabilities
+from ._confidence import Reading, continuation, read, split
 from ._dialects import Endpoint, Plan
 from ._log import log
 from ._output.depth import MAX_DEPTH, nested_deeper, too_deep
@@ -42,7 +42,15 @@ from ._wire.protocol import (
     add_usage,
 )
 
-__all__ = ["Attempts", "Call", "Listing", "Lookup", "decode_wire", "name_request"]
+__all__ = [
+    "Attempts",
+    "Call",
+    "Continued",
+    "Listing",
+    "Lookup",
+    "decode_wire",
+    "name_request",
+]
 
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 MAX_RETRY_AFTER = 60.0  # a server asking for a longer pause gets an error, not a hung call
@@ -202,6 +210,11 @@ class Call(Attempts, kw_only=True):
     spent: Usage | None = None  # the usage of the answers re-asked so far (`add_usage`)
     many: Many | None = None  # the budgeted batch the call is an item of
     probabilities: bool = False  # create(probabilities=True): `Response.probabilities`
+    # A continuation of the answer (`_confidence.continuation`): the answer, what was read of
+    # its options' chances so far, and the bodies of the continuations still to send.
+    answer: Response[Any] | None = None
+    reading: Reading | None = None
+    pending: tuple[bytes, ...] = ()
 
     @classmethod
     def new(
@@ -243,6 +256,8 @@ class Call(Attempts, kw_only=True):
             self.log_attempt(status, headers)
         if status >= 300:
             raise api_error(status, headers, body)
+        if self.answer is not None:
+            return self._continued(body)
         if self.endpoint == "chat":
             return self._chat(decode_wire(_CHAT, body), body, headers)
         return self._completion(decode_wire(_COMPLETION, body), body, headers)
@@ -481,15 +496,62 @@ class Call(Attempts, kw_only=True):
 
     def _with_probabilities(self, response: Response[Any]) -> Response[Any]:
         """``response`` with its first choice's options' probabilities (`_confidence`); a
-        `ConfidenceError` carrying it where its logprobs cannot tell them."""
+        `Continued` call where a shared prefix must be continued first; a `ConfidenceError`
+        carrying ``response`` where its logprobs cannot tell them."""
         try:
-            found = probabilities(
+            reading = read(
                 self.spec, self.plan, response.texts[0], response.values[0], response.logprobs
             )
+            if reading.waiting:
+                assert self.request.body is not None
+                body = msgspec.json.decode(self.request.body)
+                bodies = [
+                    continuation(body, self.endpoint, self.plan, shared.prefix)
+                    for shared in reading.waiting
+                ]
+                if None not in bodies:
+                    pending = tuple(msgspec.json.encode(more) for more in bodies)
+                    raise Continued(self._next(response, reading, pending))
+            found = reading.result()
         except errors.ConfidenceError as exc:
             exc.response = response
             raise
         return msgspec.structs.replace(response, _probabilities=found)
+
+    def _next(self, answer: Response[Any], reading: Reading, pending: tuple[bytes, ...]) -> Call:
+        """The call that sends the first of the ``pending`` continuations of ``answer``."""
+        request = msgspec.structs.replace(self.request, body=pending[0])
+        return msgspec.structs.replace(
+            self, request=request, answer=answer, reading=reading, pending=pending[1:]
+        )
+
+    def _continued(self, body: bytes) -> Response[Any]:
+        """The answer with its probabilities, once the continuation ``body`` has split its
+        first waiting prefix (`_confidence.split`), and the continuations' usage counted in
+        its ``total_usage``; `Continued` while another prefix waits."""
+        answer, reading = self.answer, self.reading
+        assert answer is not None and reading is not None
+        tokens: list[TokenLogprob] | None = None
+        if self.endpoint == "chat":
+            chat: ChatCompletion = decode_wire(_CHAT, body)
+            usage = chat.usage
+            if chat.choices and chat.choices[0].logprobs is not None:
+                tokens = chat.choices[0].logprobs.content
+        else:
+            completion: Completion = decode_wire(_COMPLETION, body)
+            usage = completion.usage
+            if completion.choices and completion.choices[0].logprobs is not None:
+                tokens = completion.choices[0].logprobs.normalized()
+        answer = msgspec.structs.replace(answer, total_usage=add_usage(answer.total_usage, usage))
+        try:
+            reading = split(reading, tokens)
+            if reading.waiting:
+                raise Continued(self._next(answer, reading, self.pending))
+            found = reading.result()
+        except errors.ConfidenceError as exc:
+            exc.response = answer
+            raise
+        return msgspec.structs.replace(answer, _probabilities=found)
 
     def _validated(
         self,
@@ -573,6 +635,15 @@ class Call(Attempts, kw_only=True):
     @property
     def _type(self) -> Any:
         return self.spec.output_type
+
+
+class Continued(Exception):
+    """Raised by `Call.finish` where the answer's probabilities need a continuation of it
+    (`_confidence.continuation`): the clients send ``call`` next, as they send a re-ask."""
+
+    def __init__(self, call: Call) -> None:
+        super().__init__(call)
+        self.call = call
 
 
 _CHAT = msgspec.json.Decoder(ChatCompletion)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 import httpx
 
 from . import errors
-from ._call import Call, Lookup
+from ._call import Call, Continued, Lookup
 from ._core import DEFAULT_MAX_RESPONSE_BYTES, ClientCore
 from ._dialects import Endpoint, ServerInfo, Whitespace
 from ._embeddings import (
@@ -485,6 +485,9 @@ class Client(Scoring):
             except errors.ValidationError as exc:
                 call = call.reask(exc)
                 continue
+            except Continued as more:  # the answer's probabilities need a continuation of it
+                call = more.call
+                continue
             except errors.LMClientError as exc:
                 delay = call.backoff(exc)
             time.sleep(delay)
@@ -518,6 +521,9 @@ class Client(Scoring):
                 except errors.ValidationError as exc:
                     call = call.reask(exc)
                     watch.reasked(call, exc)
+                    continue
+                except Continued as more:
+                    call = more.call
                     continue
                 except errors.LMClientError as exc:
                     delay = call.backoff(exc)

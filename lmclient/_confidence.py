@@ -19,26 +19,41 @@ to sum to 1: the distribution of the model's choice among the options.
 
 What the logprobs cannot tell is said, not guessed: an option whose settling tokens are not
 among the alternatives has probability 0 (the model gave it less than the least of the
-alternatives shown); one reachable only through an alternative that other options share
-(``"ap"`` of ``apple``/``apricot`` when the answer was ``banana``) is a `ConfidenceError`, since
-the tokens after it were never generated. Alternatives that begin an option without settling
-it, beside one that does, are left out of its sum (a rarer tokenization of the same text).
+alternatives shown). One reachable only through an alternative that other options share
+(``"ap"`` of ``apple``/``apricot`` when the answer was ``banana``) needs the tokens after it,
+which were never generated: `read` says which such prefixes wait (`Reading.waiting`, no
+more than the options), `continuation` is the second request that asks the server to continue the
+answer from one (one token, unconstrained, with its alternatives), and `split` shares the
+prefix's chance among the options that begin with it, in the ratio of the continuation's tokens
+that settle each. A server that cannot continue a message keeps the `ConfidenceError`.
+Alternatives that begin an option without settling it, beside one that does, are left out of
+its sum (a rarer tokenization of the same text).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
 from ._dialects import Dialect, Endpoint, Plan
 from ._output.types import OutputSpec
-from ._wire.protocol import TokenLogprob
+from ._wire.protocol import TokenLogprob, TopLogprob
 from .errors import ConfidenceError
 
-__all__ = ["check", "check_type", "fields", "options_of", "probabilities"]
+__all__ = [
+    "Reading",
+    "check",
+    "check_type",
+    "continuation",
+    "fields",
+    "options_of",
+    "probabilities",
+    "read",
+    "split",
+]
 
 _BOOL = (("true", True), ("false", False))
 
@@ -99,6 +114,44 @@ def fields(endpoint: Endpoint, top: int | None, dialect: Dialect) -> dict[str, A
     return {"logprobs": True, "top_logprobs": top}
 
 
+class Shared(NamedTuple):
+    """An alternative that begins several options without settling one: the answer's text up
+    to and through it (``prefix``), and the chance of the answer's tokens before it times its
+    own (``chance``)."""
+
+    prefix: str
+    chance: float
+
+
+class Reading(msgspec.Struct, frozen=True):
+    """The options' chances read from the answer so far: ``values`` and their written
+    ``surfaces`` (the answer's text with each option in place of its own), how many characters
+    settle each (``settled``), and the shared prefixes whose split is still unknown
+    (``waiting``), for the options that have no other way (``blind``)."""
+
+    values: tuple[Any, ...]
+    surfaces: tuple[str, ...]
+    settled: tuple[int, ...]
+    chances: tuple[float, ...]
+    waiting: tuple[Shared, ...] = ()
+    blind: frozenset[int] = frozenset()
+
+    def result(self) -> dict[Any, float]:
+        """Each option's value → its probability: the chances normalised, once none waits."""
+        if self.waiting:
+            names = ", ".join(repr(self.surfaces[index]) for index in sorted(self.blind))
+            prefixes = ", ".join(repr(shared.prefix) for shared in self.waiting)
+            raise ConfidenceError(
+                f"the logprobs cannot tell the probability of {names}: its text leaves the "
+                f"answer's tokens at {prefixes}, which begins other options too, and the server "
+                "cannot continue the answer from there"
+            )
+        total = math.fsum(self.chances)
+        if total <= 0.0:
+            raise ConfidenceError("the answer's logprobs give every option a probability of 0")
+        return {v: chance / total for v, chance in zip(self.values, self.chances, strict=True)}
+
+
 def probabilities(
     spec: OutputSpec[Any],
     plan: Plan,
@@ -108,6 +161,19 @@ def probabilities(
 ) -> dict[Any, float]:
     """Each option's value → its probability, from the first choice's ``text`` (validated into
     ``value``) and its ``tokens``; a `ConfidenceError` where the logprobs cannot tell."""
+    return read(spec, plan, text, value, tokens).result()
+
+
+def read(
+    spec: OutputSpec[Any],
+    plan: Plan,
+    text: str,
+    value: Any,
+    tokens: Sequence[TokenLogprob] | None,
+) -> Reading:
+    """The options' chances from the first choice's ``text`` (validated into ``value``) and its
+    ``tokens``, with the shared prefixes a continuation must split; a `ConfidenceError` where
+    the logprobs cannot tell."""
     options = options_of(spec)
     assert options is not None  # `check` refused the others before sending
     if not tokens:
@@ -122,12 +188,103 @@ def probabilities(
         raise ConfidenceError(f"the answer {text!r} does not hold its option as {chosen!r}")
     before, after = text[:at], text[at + len(chosen) :]
     surfaces = [before + option + after for option in written]
+    settled = [_settled(surface, surfaces) for surface in surfaces]
     path = _path(tokens, text)
-    chances = [_chance(surface, _settled(surface, surfaces), path) for surface in surfaces]
-    total = math.fsum(chances)
+    chances: list[float] = []
+    waiting: dict[str, float] = {}
+    blind: set[int] = set()
+    for index, surface in enumerate(surfaces):
+        chance, shared = _chance(surface, settled[index], path)
+        chances.append(chance)
+        if chance == 0.0 and shared:
+            blind.add(index)
+            waiting.update(shared)
+    if len(waiting) > len(options):  # a continuation each: bounded by the options
+        raise ConfidenceError(
+            f"the answer's tokens leave its options at {len(waiting)} alternatives that begin "
+            "several of them: more continuations than options would be needed"
+        )
+    return Reading(
+        values=tuple(v for _, v in options),
+        surfaces=tuple(surfaces),
+        settled=tuple(settled),
+        chances=tuple(chances),
+        waiting=tuple(Shared(*pair) for pair in sorted(waiting.items(), key=lambda p: -p[1])),
+        blind=frozenset(blind),
+    )
+
+
+# What a chat body adds to continue its last (assistant) message instead of starting a new one:
+# vLLM's and SGLang's request fields; llama.cpp does it unasked (its --no-prefill-assistant
+# turns that off). The others have no such field: their chat template would close the message.
+_CONTINUE: dict[str, dict[str, Any]] = {
+    "vllm": {"continue_final_message": True, "add_generation_prompt": False},
+    "vllm-guided": {"continue_final_message": True, "add_generation_prompt": False},
+    "sglang": {"continue_final_message": True},
+    "llamacpp": {},
+}
+
+
+def continuation(
+    body: dict[str, Any], endpoint: Endpoint, plan: Plan, prefix: str
+) -> dict[str, Any] | None:
+    """The body of the second request: the first call's ``body`` (decoded) continued from the
+    answer's ``prefix``, for one token with its alternatives and without the constraint (which
+    would begin a whole option again); ``None`` where the server cannot continue a message."""
+    more = {k: v for k, v in body.items() if k not in plan.fields and k not in _DROPPED}
+    more["max_tokens"] = 1
+    if endpoint == "completions":
+        if not isinstance(body.get("prompt"), str):
+            return None  # a list of prompts or token ids: not continued as text
+        more["prompt"] = body["prompt"] + prefix
+        return more
+    extra = _CONTINUE.get(plan.dialect)
+    if extra is None:
+        return None
+    more["messages"] = [*body["messages"], {"role": "assistant", "content": prefix}]
+    return more | extra
+
+
+_DROPPED = ("n", "stream", "stream_options", "max_completion_tokens")
+
+
+def split(reading: Reading, tokens: Sequence[TokenLogprob] | None) -> Reading:
+    """``reading`` with its first waiting prefix shared among the options that begin with it,
+    from the continuation's ``tokens``: each option's share is the probability of the
+    continuation's first token's alternatives that settle it over that of all that settle one
+    of them; what the blind options get of it is added to their chances."""
+    shared, *rest = reading.waiting
+    if not tokens:
+        raise ConfidenceError(
+            f"the server sent no logprobs with the continuation of {shared.prefix!r}"
+        )
+    first = tokens[0]
+    alternatives = list(first.top_logprobs)
+    if all(alt.token != first.token for alt in alternatives):
+        alternatives.append(TopLogprob(first.token, first.logprob))
+    start = len(shared.prefix)
+    masses: dict[int, float] = {}
+    for index, surface in enumerate(reading.surfaces):
+        if surface.startswith(shared.prefix):
+            rest_of = surface[start:]
+            masses[index] = math.fsum(
+                math.exp(alt.logprob)
+                for alt in alternatives
+                if alt.token
+                and rest_of.startswith(alt.token)
+                and start + len(alt.token) >= reading.settled[index]
+            )
+    total = math.fsum(masses.values())
     if total <= 0.0:
-        raise ConfidenceError("the answer's logprobs give every option a probability of 0")
-    return {v: chance / total for (_, v), chance in zip(options, chances, strict=True)}
+        raise ConfidenceError(
+            f"the continuation of {shared.prefix!r} settles none of the options that begin "
+            "with it among its alternatives: their split is unknown"
+        )
+    chances = list(reading.chances)
+    for index, mass in masses.items():
+        if index in reading.blind:
+            chances[index] += shared.chance * mass / total
+    return msgspec.structs.replace(reading, chances=tuple(chances), waiting=tuple(rest))
 
 
 def _json(option: str) -> str:
@@ -161,14 +318,17 @@ def _path(tokens: Sequence[TokenLogprob], text: str) -> Sequence[TokenLogprob]:
     raise ConfidenceError(f"the logprobs' tokens do not spell the answer {text!r}")
 
 
-def _chance(surface: str, settled: int, path: Sequence[TokenLogprob]) -> float:
+def _chance(
+    surface: str, settled: int, path: Sequence[TokenLogprob]
+) -> tuple[float, dict[str, float]]:
     """The probability of the option written ``surface``, settled by its first ``settled``
     characters, along the answer's tokens ``path`` (which spell the answer, so that the
-    answer's own option is settled along them)."""
+    answer's own option is settled along them); and the alternatives that begin it without
+    settling it, as the answer's text through each → the chance of reaching it."""
     total = 0.0
     before = 0.0  # the logprob of the answer's tokens so far
     pos = index = 0
-    unresolved = False
+    shared: dict[str, float] = {}
     while True:  # the answer's option is settled within its tokens, the others leave them
         token = path[index]
         rest = surface[pos:]
@@ -177,18 +337,14 @@ def _chance(surface: str, settled: int, path: Sequence[TokenLogprob]) -> float:
             if tail and tail != token.token and rest.startswith(tail):
                 if pos + len(tail) >= settled:
                     total += math.exp(before + alternative.logprob)
-                else:
-                    unresolved = True  # begins the option without settling it
+                else:  # begins the option without settling it: the same text, summed
+                    prefix = surface[: pos + len(tail)]
+                    chance = math.exp(before + alternative.logprob)
+                    shared[prefix] = shared.get(prefix, 0.0) + chance
         if not rest.startswith(token.token):
-            break  # the option leaves the answer's tokens here
+            return total, shared  # the option leaves the answer's tokens here
         before += token.logprob
         pos += len(token.token)
         if pos >= settled:
-            return total + math.exp(before)
+            return total + math.exp(before), {}
         index += 1
-    if unresolved and total == 0.0:
-        raise ConfidenceError(
-            f"the logprobs cannot tell the probability of {surface!r}: its text leaves the "
-            "answer's tokens at an alternative that begins other options too"
-        )
-    return total

@@ -322,7 +322,8 @@ class ConfidenceError(LMClientError):
     """``probabilities=True`` cannot be answered: before anything is sent, a server that gives
     no logprobs (LM Studio); after the answer, logprobs that are missing, that do not spell the
     answer, or that cannot tell an option's probability (its text leaves the answer's tokens at
-    an alternative token shared with other options). ``response`` is then the call's validated
+    an alternative token shared with other options, and the server cannot continue the answer
+    from it, or the continuation does not tell either). ``response`` is then the call's validated
     `Response` (its value stands; only its probabilities are missing), ``None`` before sending.
     Not an `APIError` (the call itself succeeded) nor a `ValidationError` (a re-ask cannot help)."""
 

@@ -16,9 +16,10 @@ import pytest
 
 import lmclient
 from lmclient import Choice, _confidence, _core, errors
+from lmclient._call import Continued
 from lmclient._dialects import DIALECTS
 from lmclient._output.types import compile_output
-from lmclient._wire.protocol import ChatCompletion, TokenLogprob, TopLogprob
+from lmclient._wire.protocol import ChatCompletion, TokenLogprob, TopLogprob, Usage
 from lmclient.testing import FakeLLM
 from tests.helpers import FIXTURES, LLAMACPP_LIVE, body_of, make_core
 
@@ -169,7 +170,8 @@ def test_multi_token_options_follow_the_answer_then_its_alternatives() -> None:
 
 def test_an_option_reached_only_through_a_shared_alternative_is_an_error() -> None:
     """``banana`` answered; ``ap`` begins both apple and apricot, and the tokens after it were
-    never generated: their probabilities are not in the logprobs."""
+    never generated: their probabilities are not in the logprobs, unless a continuation tells
+    (below)."""
     path = tokens(("ban", -0.1, {"ap": -2.5}), ("ana", -0.01, {}))
     with pytest.raises(errors.ConfidenceError, match="begins other options too"):
         chances(Literal["apple", "apricot", "banana"], "banana", "banana", path)
@@ -367,3 +369,276 @@ def test_lm_studio_is_refused_before_sending(asynchronous: bool) -> None:
             with lmclient.Client(url, "m", dialect="lmstudio") as client:
                 client.create("Q", YES_NO, probabilities=True)
     assert fake.calls == []
+
+
+# -- shared prefixes: a continuation of the answer -------------------------------------------
+
+CITIES = Choice(["Paris", "Parma", "London"])
+FRUITS = Literal["apple", "apricot", "banana"]
+
+
+def _replayed(name: str, prompt: str) -> tuple[Any, list[dict[str, Any]]]:
+    """The recorded llama.cpp exchange ``name`` replayed through a call: its response, and
+    the continuations the call sent (each compared with the one recorded)."""
+    folder = LLAMACPP_LIVE
+    core = _core.ClientCore("http://h/v1", "gemma-3-270m", dialect="llamacpp")
+    params = {"temperature": 0.0, "seed": 1, "probabilities": True}
+    call = core.prepare("create", prompt, CITIES, "chat", params)
+    assert call.request.body == (folder / f"{name}.request.json").read_bytes()
+    body = (folder / f"{name}.response.json").read_bytes()
+    sent: list[dict[str, Any]] = []
+    while True:
+        try:
+            return call.finish(200, {}, body), sent
+        except Continued as more:
+            call = more.call
+            assert call.request.body is not None
+            stem = f"{name}_continued_{len(sent) + 1}"
+            assert call.request.body == (folder / f"{stem}.request.json").read_bytes()
+            sent.append(msgspec.json.decode(call.request.body))
+            body = (folder / f"{stem}.response.json").read_bytes()
+
+
+def test_llamacpp_continuation_of_a_shared_prefix() -> None:
+    """llama.cpp answered ``Paris`` as ``P`` ``ari`` ``s``; Parma's only way among the first
+    token's alternatives is ``Par`` (-5.52), which Paris begins too. The continuation from
+    ``Par`` (the assistant's message prefilled, one token, no grammar) put ``ma`` at -1.40 and
+    ``is`` at -6.19 (and ``m``, ``i`` lower): Parma gets that share of ``Par``'s chance; Paris
+    keeps its own ways."""
+    text, path = recorded(LLAMACPP_LIVE / "chat_probabilities_shared.response.json")
+    spec = compile_output(CITIES)
+    plan = DIALECTS["llamacpp"].plan(spec, "chat")
+    reading = _confidence.read(spec, plan, text, "Paris", path)
+    par = next(t.logprob for t in path[0].top_logprobs if t.token == "Par")
+    assert [shared.prefix for shared in reading.waiting] == ["Par"]
+    assert reading.waiting[0].chance == pytest.approx(math.exp(par))
+    assert reading.blind == {1} and reading.chances[1] == 0.0
+    response, sent = _replayed("chat_probabilities_shared", CITIES_PROMPT)
+    assert [m["messages"][-1] for m in sent] == [{"role": "assistant", "content": "Par"}]
+    assert sent[0]["max_tokens"] == 1 and "grammar" not in sent[0]
+    assert (sent[0]["logprobs"], sent[0]["top_logprobs"]) == (True, 100)
+    _, after = recorded(LLAMACPP_LIVE / "chat_probabilities_shared_continued_1.response.json")
+    ma, is_ = (
+        math.fsum(
+            math.exp(t.logprob) for t in after[0].top_logprobs if t.token and r.startswith(t.token)
+        )
+        for r in ("ma", "is")
+    )
+    assert math.log(ma) == pytest.approx(-1.38, abs=0.01)  # ``ma`` at -1.40, and ``m``
+    parma = math.exp(par) * ma / (ma + is_)
+    paris = reading.chances[0]
+    assert response.probabilities == pytest.approx(
+        {"Paris": paris / (paris + parma), "Parma": parma / (paris + parma), "London": 0.0}
+    )
+    assert response.probabilities["Parma"] == pytest.approx(0.209, abs=1e-3)
+    # the continuation's usage is counted in the call's total, not in the answer's own
+    assert response.usage is not None and response.usage.total_tokens == 27
+    assert response.total_usage is not None and response.total_usage.total_tokens == 52
+    assert response.value == "Paris" and response.texts == ["Paris"]
+
+
+CITIES_PROMPT = "Pick one: Paris, Parma, London. Answer with one word."
+
+
+def test_llamacpp_two_shared_prefixes() -> None:
+    """``P`` and ``Par`` both begin Paris and Parma: one continuation each, the more likely
+    first; after ``P`` the model saw no way to either (``.``, then other words), so Parma's
+    share is ``Par``'s alone, and the answer still stands."""
+    response, sent = _replayed(
+        "chat_probabilities_shared_twice", "What is the best: Paris, Parma, London?"
+    )
+    assert [m["messages"][-1]["content"] for m in sent] == ["P", "Par"]
+    assert response.probabilities == pytest.approx(
+        {"Paris": 0.8701, "Parma": 0.0714, "London": 0.0586}, abs=1e-4
+    )
+
+
+def test_the_split_of_a_shared_prefix() -> None:
+    """``ap`` (-2.5) begins apple and apricot; the continuation settles apple with ``ple`` and
+    ``p`` (``app`` is apple's alone), apricot with ``ric``; ``x`` settles neither. Each gets its
+    share of ``ap``'s chance; banana (the answer) keeps its own."""
+    path = tokens(("ban", -0.1, {"ap": -2.5}), ("ana", -0.01, {}))
+    spec = compile_output(FRUITS)
+    reading = _confidence.read(spec, DIALECTS["vllm"].plan(spec, "chat"), "banana", "banana", path)
+    assert [shared.prefix for shared in reading.waiting] == ["ap"]
+    assert reading.waiting[0].chance == pytest.approx(math.exp(-2.5))
+    assert reading.blind == {0, 1}
+    after = tokens(("ple", -0.5, {"p": -2.0, "ric": -1.0, "x": -0.1}))
+    found = _confidence.split(reading, after).result()
+    apple, apricot = math.exp(-0.5) + math.exp(-2.0), math.exp(-1.0)
+    ap, banana = math.exp(-2.5), math.exp(-0.1)
+    total = banana + ap
+    assert found == pytest.approx(
+        {
+            "apple": ap * apple / (apple + apricot) / total,
+            "apricot": ap * apricot / (apple + apricot) / total,
+            "banana": banana / total,
+        }
+    )
+
+
+def test_a_split_counts_the_generated_token_and_shares_with_the_seen() -> None:
+    """The continuation's own token counts where the server left it out of the alternatives;
+    an option that begins with the prefix and has a way of its own takes part in the split (a
+    share of the whole) but gains nothing from it."""
+    path = tokens(("ban", -0.1, {"ap": -2.5, "apple": -3.0}), ("ana", -0.01, {}))
+    spec = compile_output(FRUITS)
+    reading = _confidence.read(spec, DIALECTS["vllm"].plan(spec, "chat"), "banana", "banana", path)
+    assert reading.blind == {1}
+    after = [TokenLogprob("ric", -1.0, [TopLogprob("ple", -1.0)])]
+    split = _confidence.split(reading, after)
+    assert split.waiting == ()
+    assert split.chances[0] == reading.chances[0] == pytest.approx(math.exp(-3.0))
+    assert split.chances[1] == pytest.approx(math.exp(-2.5) / 2)
+
+
+@pytest.mark.parametrize(
+    ("after", "match"),
+    [
+        (None, "no logprobs with the continuation of 'ap'"),
+        (tokens((".", -0.1, {"p": -1.0})), "settles none of the options"),
+    ],
+)
+def test_a_continuation_that_cannot_tell(after: list[TokenLogprob] | None, match: str) -> None:
+    """No logprobs, or no alternative that settles an option beginning with the prefix: ``p``
+    after ``ap`` begins both ``apple pie`` and ``apple tart`` and settles neither."""
+    options = Literal["apple pie", "apple tart", "banana"]
+    path = tokens(("ban", -0.1, {"ap": -2.5}), ("ana", -0.01, {}))
+    spec = compile_output(options)
+    reading = _confidence.read(spec, DIALECTS["vllm"].plan(spec, "chat"), "banana", "banana", path)
+    with pytest.raises(errors.ConfidenceError, match=match):
+        _confidence.split(reading, after)
+
+
+def test_more_shared_prefixes_than_options_are_not_continued() -> None:
+    path = tokens(("z", -0.1, {"a": -2.0, "ab": -2.1, "abc": -2.2, "abcd": -2.3}))
+    with pytest.raises(errors.ConfidenceError, match="more continuations than options"):
+        chances(Literal["abcdx", "abcdy", "z"], "z", "z", path)
+
+
+@pytest.mark.parametrize(
+    ("dialect", "extra"),
+    [
+        ("vllm", {"continue_final_message": True, "add_generation_prompt": False}),
+        ("vllm-guided", {"continue_final_message": True, "add_generation_prompt": False}),
+        ("sglang", {"continue_final_message": True}),
+        ("llamacpp", {}),
+    ],
+)
+def test_the_continuation_body(dialect: str, extra: dict[str, Any]) -> None:
+    """The first body, continued from the prefix: one token, the constraint and the stream
+    fields dropped, the assistant's message appended, and the dialect's field to continue it."""
+    body = body_of(dialect, FRUITS, probabilities=True, max_tokens=9, temperature=0.5)
+    spec = compile_output(FRUITS)
+    plan = DIALECTS[dialect].plan(spec, "chat")
+    more = _confidence.continuation(body | {"n": 1, "stream": False}, "chat", plan, "ap")
+    assert more is not None
+    kept = {k: v for k, v in body.items() if k not in plan.fields}
+    assert kept != body  # the constraint was there
+    assert more == kept | extra | {
+        "max_tokens": 1,
+        "messages": [*body["messages"], {"role": "assistant", "content": "ap"}],
+    }
+
+
+def test_the_continuation_on_completions_and_where_there_is_none() -> None:
+    spec = compile_output(FRUITS)
+    plan = DIALECTS["llamacpp"].plan(spec, "completions")
+    body = body_of("llamacpp", FRUITS, "completions", probabilities=True)
+    more = _confidence.continuation(body, "completions", plan, "ap")
+    assert more is not None and more["prompt"] == body["prompt"] + "ap"
+    assert not set(plan.fields) & set(more) and more["max_tokens"] == 1
+    assert _confidence.continuation(body | {"prompt": [1, 2]}, "completions", plan, "ap") is None
+    for dialect in ("generic", "openai", "tgi", "ollama"):
+        plan = DIALECTS[dialect].plan(spec, "chat")
+        assert _confidence.continuation(body_of(dialect, FRUITS), "chat", plan, "ap") is None
+
+
+def _shared_logprobs() -> tuple[Any, Any]:
+    """The recorded llama.cpp logprobs of the answer ``Paris`` and of the continuation."""
+    return (
+        _logprobs_of(LLAMACPP_LIVE / "chat_probabilities_shared.response.json"),
+        _logprobs_of(LLAMACPP_LIVE / "chat_probabilities_shared_continued_1.response.json"),
+    )
+
+
+SHARED_ANSWER = {
+    "Paris": pytest.approx(0.7908, abs=1e-4),
+    "Parma": pytest.approx(0.2092, abs=1e-4),
+    "London": 0.0,
+}
+
+
+@pytest.mark.parametrize("watched", [False, True])
+def test_sync_client_sends_the_continuation(watched: bool) -> None:
+    """The second request over a socket, with hooks too (their loop is another)."""
+    answer, after = _shared_logprobs()
+    fake = FakeLLM(server="vllm")
+    fake.reply("Paris", logprobs=answer, times=1, usage={"prompt_tokens": 5, "total_tokens": 9})
+    fake.reply("ma", logprobs=after, times=1, usage={"prompt_tokens": 6, "total_tokens": 7})
+    events: list[Any] = []
+    hooks = [events.append] if watched else []
+    with fake.serve() as url, lmclient.Client(url, "m", dialect="vllm", hooks=hooks) as client:
+        response = client.create(CITIES_PROMPT, CITIES, probabilities=True)
+    assert response.value == "Paris" and response.probabilities == SHARED_ANSWER
+    first, second = (call.body for call in fake.calls)
+    assert "structured_outputs" in first and "structured_outputs" not in second
+    assert second["messages"][-1] == {"role": "assistant", "content": "Par"}
+    assert (second["continue_final_message"], second["add_generation_prompt"]) == (True, False)
+    assert response.total_usage == Usage(prompt_tokens=11, total_tokens=16)
+    assert bool(events) is watched
+
+
+async def test_async_client_sends_the_continuation() -> None:
+    answer, after = _shared_logprobs()
+    fake = FakeLLM(server="vllm")
+    fake.reply("Paris", logprobs=answer, times=1)
+    fake.reply("ma", logprobs=after, times=1)
+    events: list[Any] = []
+    with fake.serve() as url:
+        async with lmclient.AsyncClient(url, "m", dialect="vllm") as client:
+            response = await client.create(CITIES_PROMPT, CITIES, probabilities=True)
+        async with lmclient.AsyncClient(url, "m", dialect="vllm", hooks=[events.append]) as client:
+            fake.reply("Paris", logprobs=answer, times=1)
+            fake.reply("ma", logprobs=after, times=1)
+            watched = await client.create(CITIES_PROMPT, CITIES, probabilities=True)
+    assert response.probabilities == watched.probabilities == SHARED_ANSWER
+    assert len(fake.calls) == 4 and events
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_server_that_cannot_continue(asynchronous: bool) -> None:
+    """TGI has no way to continue an assistant's message: the error, with the answer, after
+    the one request."""
+    answer, _ = _shared_logprobs()
+    fake = FakeLLM(server="tgi")
+    fake.reply("Paris", logprobs=answer)
+    with fake.serve() as url, pytest.raises(errors.ConfidenceError) as info:
+        if asynchronous:
+
+            async def main() -> None:
+                async with lmclient.AsyncClient(url, "m", dialect="tgi") as client:
+                    await client.create(CITIES_PROMPT, CITIES, probabilities=True)
+
+            asyncio.run(main())
+        else:
+            with lmclient.Client(url, "m", dialect="tgi") as client:
+                client.create(CITIES_PROMPT, CITIES, probabilities=True)
+    assert "cannot continue the answer" in str(info.value) and "'Parma'" in str(info.value)
+    assert info.value.response is not None and info.value.response.value == "Paris"
+    assert len(fake.calls) == 1
+
+
+def test_a_continuation_without_logprobs_keeps_the_answer() -> None:
+    answer, _ = _shared_logprobs()
+    fake = FakeLLM(server="vllm")
+    fake.reply("Paris", logprobs=answer, times=1)
+    fake.reply("ma", times=1)
+    with (
+        fake.serve() as url,
+        lmclient.Client(url, "m", dialect="vllm") as client,
+        pytest.raises(errors.ConfidenceError, match="continuation of 'Par'") as info,
+    ):
+        client.create(CITIES_PROMPT, CITIES, probabilities=True, endpoint="completions")
+    assert info.value.response is not None and info.value.response.value == "Paris"
+    assert fake.calls[1].body["prompt"].endswith("Par")

@@ -58,3 +58,24 @@ def test_multi_token_options(base_url: str) -> None:
     _distribution(response.probabilities, {"apple", "apricot", "banana"})
     assert response.probabilities[response.value] > 0.0
     assert response.logprobs is not None and len(response.logprobs) > 1  # several tokens
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+async def test_a_shared_prefix_is_continued(base_url: str, asynchronous: bool) -> None:
+    """Gemma 3 270M answers ``Paris``, and Parma's only way among the alternatives is ``Par``,
+    which Paris begins too: a second request continues the answer from ``Par`` (llama.cpp
+    prefills the assistant's message) and its logprobs split that chance."""
+    cities = lmclient.Choice(["Paris", "Parma", "London"])
+    prompt = "Pick one: Paris, Parma, London. Answer with one word."
+    if asynchronous:
+        async with lmclient.AsyncClient(base_url, dialect="llamacpp") as client:
+            response = await client.create(prompt, cities, probabilities=True, **GREEDY)
+    else:
+        with lmclient.Client(base_url, dialect="llamacpp") as client:
+            response = client.create(prompt, cities, probabilities=True, **GREEDY)
+    _distribution(response.probabilities, {"Paris", "Parma", "London"})
+    assert response.value == "Paris"
+    assert response.probabilities["Parma"] > 0.0  # through the continuation alone
+    assert response.usage is not None and response.total_usage is not None
+    one, both = response.usage.total_tokens, response.total_usage.total_tokens
+    assert one is not None and both is not None and both > one  # two requests
