@@ -38,7 +38,8 @@ def test_usage_type_checks_under_pyright_strict() -> None:
     """The same file under pyright strict (basedpyright, which bundles Node.js; its settings in
     pyproject.toml: every ``pyright: ignore`` must be needed)."""
     result = subprocess.run(
-        [str(Path(sys.executable).with_name("basedpyright"))],
+        # this interpreter's packages, not whichever venv pyright would find on its own
+        [str(Path(sys.executable).with_name("basedpyright")), "--pythonpath", sys.executable],
         cwd=ROOT,
         capture_output=True,
         text=True,
