@@ -31,6 +31,20 @@ if TYPE_CHECKING:
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"  # recorded server bytes: see its README
 EXAMPLES = FIXTURES / "examples"
 LLAMACPP_LIVE = FIXTURES / "llamacpp-live"
+# The fake server each dialect is tried against: its own, or one that answers no probe and
+# reads every field (a dialect with no fake of its own).
+FAKE_SERVER = {
+    "vllm": "vllm",
+    "vllm-guided": "vllm-guided",
+    "sglang": "sglang",
+    "llamacpp": "llamacpp",
+    "tgi": "tgi",
+    "ollama": "ollama",
+    "lmstudio": "generic",
+    "sglang-gateway": "sglang-gateway",
+    "openai": "generic",
+    "generic": "generic",
+}
 
 
 # -- response bodies -------------------------------------------------------------------------

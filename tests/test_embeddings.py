@@ -23,21 +23,9 @@ from lmclient import _embeddings
 from lmclient._embeddings import ENDPOINTS, decode_embeddings
 from lmclient.testing import FakeLLM
 from lmclient.testing._embeddings import DIMENSIONS, chat_text, fake_tokens, fake_vector
+from tests.helpers import FAKE_SERVER
 
 BASE = "http://embed.test/v1"
-# The fake server each dialect is tried against: its own, or one that reads every field.
-FAKE_SERVER = {
-    "vllm": "vllm",
-    "vllm-guided": "vllm-guided",
-    "sglang": "sglang",
-    "llamacpp": "llamacpp",
-    "tgi": "tgi",
-    "ollama": "ollama",
-    "lmstudio": "generic",
-    "sglang-gateway": "sglang-gateway",
-    "openai": "generic",
-    "generic": "generic",
-}
 
 
 def b64(values: list[float]) -> str:

@@ -15,25 +15,13 @@ import lmclient
 from lmclient._scoring import SCORING, decode_classes, decode_ranking, decode_scores
 from lmclient.testing import FakeLLM
 from lmclient.testing._scoring import LABELS, fake_classes, fake_score
+from tests.helpers import FAKE_SERVER
 
 FIXTURES = Path(__file__).parent / "fixtures" / "scoring"
 QUERY = "the cat sat"
 DOCUMENTS = ["a dog barked", "the cat sat on the mat", "cat", "the cat sat"]
 # The fake's order for QUERY: by shared words, best first (the last is the query itself).
 BEST_FIRST = [3, 1, 2, 0]
-# The fake server each dialect is tried against: its own, or one that answers no probe.
-FAKE_SERVER = {
-    "vllm": "vllm",
-    "vllm-guided": "vllm-guided",
-    "sglang": "sglang",
-    "llamacpp": "llamacpp",
-    "tgi": "tgi",
-    "ollama": "ollama",
-    "lmstudio": "generic",
-    "sglang-gateway": "sglang-gateway",
-    "openai": "generic",
-    "generic": "generic",
-}
 
 
 def fixture(name: str) -> bytes:
