@@ -8,7 +8,7 @@ response is released when the stream ends, on error, on ``break`` followed by le
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, overload
 
 import msgspec
 
@@ -36,12 +36,20 @@ T = TypeVar("T")
 E = TypeVar("E")  # the element of a list/tuple/set output, which items() yields
 K = TypeVar("K")  # the key and value of a dict output, which fields() snapshots
 V = TypeVar("V")
+S = TypeVar("S")  # a snapshot: what partials() or fields() yields
+S_co = TypeVar("S_co", covariant=True)
 # What `deltas()` yields: reasoning and content text, told apart.
 Delta = tuple[Literal["reasoning", "content"], str]
 Opened = StreamResponse  # what a transport's stream() returns, once the status is a success
 AsyncOpened = AsyncStreamResponse
 Opener = Callable[[], tuple[StreamState, Opened]]
 AsyncOpener = Callable[[], Awaitable[tuple[StreamState, AsyncOpened]]]
+
+
+class _Snapshots(Protocol[S_co]):
+    """What `partials` and `fields` read a stream with: `ObjectProgress`, `PartialObject`."""
+
+    def update(self, parts: list[str]) -> Iterator[S_co]: ...
 
 
 def _item_decoder(state: StreamState) -> Callable[[str], Any]:
@@ -271,19 +279,7 @@ class Stream(_StreamBase[T]):
         being written (see docs/streaming.md); each top-level field is validated as it closes,
         and the whole value at the end. Text already read by iterating the stream counts: the
         snapshots always start from the beginning."""
-        progress = None if self._state is None else _progress(self._state)
-        return self._partials(progress)
-
-    def _partials(self, progress: ObjectProgress | None) -> Iterator[Partial[T]]:
-        deltas = self._iterator()
-        state = self._state
-        assert state is not None
-        if progress is None:  # the stream was opened just now, by `_iterator`
-            progress = _progress(state)
-        yield from progress.update(state.parts)  # deltas read before, if any
-        for _ in deltas:
-            yield from progress.update(state.parts)
-        self.read()
+        return self._snapshots(_progress)
 
     @overload
     def fields(self: Stream[dict[K, V]]) -> Iterator[dict[K, V]]: ...  # type: ignore[overload-overlap]
@@ -294,18 +290,25 @@ class Stream(_StreamBase[T]):
         the fields complete so far, each value validated against its field's type (see
         docs/streaming.md); at the end the whole value is validated too. Text already read by
         iterating the stream counts: the snapshots always start from the first field."""
-        partial = None if self._state is None else _partial_object(self._state)
-        return self._fields(partial)
+        return self._snapshots(_partial_object)
 
-    def _fields(self, partial: PartialObject | None) -> Iterator[dict[Any, Any]]:
+    def _snapshots(self, make: Callable[[StreamState], _Snapshots[S]]) -> Iterator[S]:
+        """`partials` and `fields`: their reader made now if the stream is open (a type that is
+        not an object raises here, not at the first ``next``), else once it opens."""
+        reader = None if self._state is None else make(self._state)
+        return self._follow(reader, make)
+
+    def _follow(
+        self, reader: _Snapshots[S] | None, make: Callable[[StreamState], _Snapshots[S]]
+    ) -> Iterator[S]:
         deltas = self._iterator()
         state = self._state
         assert state is not None
-        if partial is None:  # the stream was opened just now, by `_iterator`
-            partial = _partial_object(state)
-        yield from partial.update(state.parts)  # deltas read before, if any
+        if reader is None:  # the stream was opened just now, by `_iterator`
+            reader = make(state)
+        yield from reader.update(state.parts)  # deltas read before, if any
         for _ in deltas:
-            yield from partial.update(state.parts)
+            yield from reader.update(state.parts)
         self.read()
 
     def deltas(self) -> Iterator[Delta]:
@@ -460,21 +463,7 @@ class AsyncStream(_StreamBase[T]):
     def partials(self) -> AsyncIterator[Partial[T]]:
         """A snapshot of a JSON-object output each time what it shows changes (as
         `Stream.partials`)."""
-        progress = None if self._state is None else _progress(self._state)
-        return self._partials(progress)
-
-    async def _partials(self, progress: ObjectProgress | None) -> AsyncIterator[Partial[T]]:
-        deltas = await self._iterator()
-        state = self._state
-        assert state is not None
-        if progress is None:  # the stream was opened just now, by `_iterator`
-            progress = _progress(state)
-        for snapshot in progress.update(state.parts):  # deltas read before, if any
-            yield snapshot
-        async for _ in deltas:
-            for snapshot in progress.update(state.parts):
-                yield snapshot
-        await self.aread()
+        return self._snapshots(_progress)
 
     @overload
     def fields(self: AsyncStream[dict[K, V]]) -> AsyncIterator[dict[K, V]]: ...  # type: ignore[overload-overlap]
@@ -483,19 +472,25 @@ class AsyncStream(_StreamBase[T]):
     def fields(self) -> AsyncIterator[dict[Any, Any]]:
         """A snapshot of a JSON-object output each time a top-level field closes (as
         `Stream.fields`)."""
-        partial = None if self._state is None else _partial_object(self._state)
-        return self._fields(partial)
+        return self._snapshots(_partial_object)
 
-    async def _fields(self, partial: PartialObject | None) -> AsyncIterator[dict[Any, Any]]:
+    def _snapshots(self, make: Callable[[StreamState], _Snapshots[S]]) -> AsyncIterator[S]:
+        """`partials` and `fields` (as `Stream._snapshots`)."""
+        reader = None if self._state is None else make(self._state)
+        return self._follow(reader, make)
+
+    async def _follow(
+        self, reader: _Snapshots[S] | None, make: Callable[[StreamState], _Snapshots[S]]
+    ) -> AsyncIterator[S]:
         deltas = await self._iterator()
         state = self._state
         assert state is not None
-        if partial is None:  # the stream was opened just now, by `_iterator`
-            partial = _partial_object(state)
-        for snapshot in partial.update(state.parts):  # deltas read before, if any
+        if reader is None:  # the stream was opened just now, by `_iterator`
+            reader = make(state)
+        for snapshot in reader.update(state.parts):  # deltas read before, if any
             yield snapshot
         async for _ in deltas:
-            for snapshot in partial.update(state.parts):
+            for snapshot in reader.update(state.parts):
                 yield snapshot
         await self.aread()
 
