@@ -292,8 +292,11 @@ class ScoringJob(Generic[E]):
             why = _ELSEWHERE.get((dialect, self.kind)) or (
                 f"{dialect} servers have no {self.kind} endpoint"
             )
+            # a server detection did not recognise (a gateway, a mock) may still have it
+            unknown = " (pass dialect= to the client if the server is one of them)"
             raise errors.UnsupportedConstraintError(
                 f"{why}; {self.kind}() works with the dialects {', '.join(able)}"
+                + (unknown if dialect == "generic" else "")
             )
         server = SERVERS.get(dialect)
         version = None if info is None else info.version

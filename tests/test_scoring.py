@@ -421,3 +421,61 @@ async def test_async_a_malformed_answer_is_a_protocol_error() -> None:
         async with lmclient.AsyncClient(url) as client:
             with pytest.raises(lmclient.ProtocolError, match="0 scores for 1 pairs"):
                 await client.score("a", "b")
+
+
+# -- as a user's respx suite writes it --------------------------------------------------------
+
+RESPX_URL = "http://llm.test/v1"  # does not resolve: a request that escaped the mock fails
+
+
+@pytest.mark.parametrize("using", ["httpcore", "httpx"])
+def test_rerank_in_a_respx_suite_that_mocks_only_its_route(using: str) -> None:
+    """A vLLM service's test: the client says which server it is (no probes), the one route
+    it calls is mocked, strictly, and the recorded answer comes back typed and sorted."""
+    import httpx
+    import respx
+
+    with respx.mock(using=using) as router:
+        route = router.post("http://llm.test/rerank").mock(
+            return_value=httpx.Response(200, content=fixture("vllm_0.32_rerank_top_n_2.json"))
+        )
+        with lmclient.Client(RESPX_URL, model="gemma-3-270m", dialect="vllm") as client:
+            ranked = client.rerank(
+                "Where is the cat?",
+                ["A dog barked.", "The cat sat on the mat.", "Bonjour"],
+                top_n=2,
+            )
+    assert [r.index for r in ranked] == [1, 2]  # the recorded scores, best first
+    assert ranked[0].document == "The cat sat on the mat."
+    assert route.call_count == 1
+    assert json.loads(route.calls.last.request.content)["top_n"] == 2
+
+
+@pytest.mark.parametrize("using", ["httpcore", "httpx"])
+async def test_async_rerank_in_a_respx_suite_that_mocks_only_its_route(using: str) -> None:
+    import httpx
+    import respx
+
+    with respx.mock(using=using) as router:
+        route = router.post("http://llm.test/rerank").mock(
+            return_value=httpx.Response(200, content=fixture("vllm_0.32_rerank_top_n_2.json"))
+        )
+        async with lmclient.AsyncClient(RESPX_URL, model="gemma-3-270m", dialect="vllm") as client:
+            ranked = await client.rerank(
+                "Where is the cat?",
+                ["A dog barked.", "The cat sat on the mat.", "Bonjour"],
+                top_n=2,
+            )
+    assert [r.index for r in ranked] == [1, 2]  # the recorded scores, best first
+    assert route.call_count == 1
+
+
+def test_a_server_not_recognised_is_told_how_to_say_which_it_is() -> None:
+    """Behind a gateway, or in a respx suite that mocks no probe, detection says ``generic``: the
+    refusal names the way round it (``dialect=``), before any request."""
+    import respx
+
+    with respx.mock(), lmclient.Client(RESPX_URL, model="m") as client:  # strict: no route
+        with pytest.raises(lmclient.UnsupportedConstraintError, match="pass dialect="):
+            client.rerank("q", ["a"])
+        assert client.dialect == "generic"  # every probe failed (none is mocked)
