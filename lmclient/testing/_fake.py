@@ -24,6 +24,7 @@ from ._answers import answer_for, bad_request, check_body, encode, first_set, us
 from ._constraints import Constraint, served_constraint
 from ._errors import ConstraintError, UnsatisfiableError
 from ._faults import MARK, Fault, FaultKind, seconds_text, shape, status_body
+from ._inflight import InFlight
 from ._queue import Script
 from ._recording import Endpoint, RecordedRequest
 from ._scoring import API_ROUTES, ROOT_ROUTES, pooling_response
@@ -138,8 +139,7 @@ class FakeLLM:
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
         self._ids = itertools.count(1)
-        self._in_flight = 0
-        self._max_in_flight = 0
+        self._in_flight = InFlight()
         if server is not None and server != "generic" and server not in SERVERS:
             kinds = [*SERVERS, "generic", None]
             raise ValueError(f"server must be one of {kinds}, not {server!r}")
@@ -409,7 +409,7 @@ class FakeLLM:
         self._script.clear()
         with self._lock:
             self._requests.clear()
-            self._max_in_flight = self._in_flight
+        self._in_flight.reset()
 
     # -- observation -----------------------------------------------------------------------
 
@@ -460,20 +460,7 @@ class FakeLLM:
     @property
     def max_in_flight(self) -> int:
         """The most requests handled at the same time (served mode), streams included."""
-        with self._lock:
-            return self._max_in_flight
-
-    @contextmanager
-    def _in_flight_scope(self) -> Iterator[None]:
-        """Count a request as being handled; the HTTP server wraps each exchange in this."""
-        with self._lock:
-            self._in_flight += 1
-            self._max_in_flight = max(self._max_in_flight, self._in_flight)
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._in_flight -= 1
+        return self._in_flight.peak
 
     # -- mounting --------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import Protocol
 
+from ._inflight import InFlight
 from ._wire import FakeResponse
 
 __all__ = ["Mountable"]
@@ -17,11 +18,10 @@ __all__ = ["Mountable"]
 class Mountable(Protocol):
     base_path: str
     _base_url: str | None
+    _in_flight: InFlight
 
     def handle(
         self, method: str, path: str, headers: Mapping[str, str], body: bytes
     ) -> FakeResponse: ...
 
     def _mounted_at(self, url: str) -> AbstractContextManager[str]: ...
-
-    def _in_flight_scope(self) -> AbstractContextManager[None]: ...

@@ -21,6 +21,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from ._inflight import Counted
 from ._mount import Mountable
 from ._wire import FakeResponse, Pause, StreamDropped, error_response
 
@@ -151,14 +152,14 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self) -> None:
         body = self._read_body()
         fake = self.server.fake
-        with fake._in_flight_scope():
+        with fake._in_flight.scope() as counted:
             headers = dict(self.headers.items())
             try:
                 response = fake.handle(self.command, self.path, headers, body)
             except Exception as exc:  # a bug or a raising test hook: answer rather than hang
                 message = f"FakeLLM failed: {exc!r}"
                 response = error_response(500, message, "InternalServerError", code=500)
-            self._send(response)
+            self._send(response, counted)
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _dispatch
 
@@ -173,8 +174,10 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # trailers
         return b"".join(parts)
 
-    def _send(self, response: FakeResponse) -> None:
-        """Write the answer as the response asks: delayed, cut, paused, or dropped midway."""
+    def _send(self, response: FakeResponse, counted: Counted) -> None:
+        """Write the answer as the response asks: delayed, cut, paused, or dropped midway; the
+        request stops counting as in flight just before the write that completes its answer
+        (`_inflight`)."""
         if response.delay and not self._wait(response.delay):
             self.close_connection = True
             return
@@ -184,11 +187,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True  # the socket is closed when the handler returns
             return
         if response.chunks is None:
+            counted.end()
             self.wfile.write(head + response.body)
             return
         self.wfile.write(head)
         chunked = response.length is None
         chunks = response.chunks
+        left = response.length or 0  # of a stream framed by its length: what completes it
         try:
             for chunk in chunks:
                 if isinstance(chunk, Pause):
@@ -197,8 +202,12 @@ class _Handler(BaseHTTPRequestHandler):
                 elif chunked:
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                 else:
+                    left -= len(chunk)
+                    if left <= 0:
+                        counted.end()
                     self.wfile.write(chunk)
             if chunked:
+                counted.end()
                 self.wfile.write(b"0\r\n\r\n")
         except (StreamDropped, ConnectionError):
             self.close_connection = True  # end without the rest: the body is cut

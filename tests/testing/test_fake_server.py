@@ -14,6 +14,7 @@ import msgspec
 import pytest
 
 from lmclient.testing import FakeLLM, RecordedRequest
+from lmclient.testing import _server as server_module
 from lmclient.testing._script import StreamStyle
 
 MESSAGES = [{"role": "user", "content": "Hi"}]
@@ -238,12 +239,43 @@ async def test_max_in_flight(fake: FakeLLM) -> None:
                 for _ in range(4)
             ]
             responses = await asyncio.gather(*calls)
-    # Stopping the server joins its connection threads: nothing is in flight any more. (Before
-    # that, a handler may still be leaving its scope after the client has read the response.)
+    # Each request left the count before its answer's last byte was written: nothing is in
+    # flight once the answers are read.
     assert [r.status_code for r in responses] == [200] * 4
     assert fake.max_in_flight == 4
     fake.reset()
     assert fake.max_in_flight == 0
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_request_leaves_the_count_before_its_answer_completes(
+    monkeypatch: pytest.MonkeyPatch, stream: bool
+) -> None:
+    """A client may send its next request the moment it has read an answer: the server must
+    not count the previous one then (`max_in_flight` of a one-at-a-time client is 1)."""
+    fake = FakeLLM()
+    counts: list[int] = []  # the count at each write of the server, in order
+    original = server_module._Handler.setup
+
+    def setup(handler: Any) -> None:
+        original(handler)
+        write = handler.wfile.write
+
+        def counting(data: bytes) -> int:
+            counts.append(fake._in_flight.now)
+            result: int = write(data)
+            return result
+
+        handler.wfile.write = counting
+
+    monkeypatch.setattr(server_module._Handler, "setup", setup)
+    with fake.serve() as url, httpx.Client(timeout=WAIT) as client:
+        body: dict[str, Any] = {"messages": MESSAGES, "stream": stream}
+        response = client.post(f"{url}/chat/completions", json=body)
+    assert response.status_code == 200
+    if stream:
+        assert counts[0] == 1  # its head is written while it counts
+    assert counts[-1] == 0  # the write that completes the answer: no longer in flight
 
 
 def test_base_url_is_the_served_url_while_serving() -> None:
