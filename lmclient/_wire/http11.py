@@ -278,9 +278,10 @@ class ResponseParser:
                 before, after, status, headers, keep_alive = shape  # (by name: a call each)
                 first = pos + len(before)  # where the digits would start
                 cr = data.find(b"\r", first, first + _MAX_LENGTH_DIGITS + 1)
-                if cr >= 0 and data.startswith(before, pos) and data.startswith(after, cr):
+                end = cr + len(after)
+                # (slices compared: cheaper than startswith() with a position, per response)
+                if cr >= 0 and data[pos:first] == before and data[cr:end] == after:
                     digits = data[first:cr]
-                    end = cr + len(after)
                     if digits.isdigit() and self._remaining + end - pos <= MAX_HEAD_BYTES:
                         # (of bytes, isdigit() is ASCII digits only, and False for none)
                         headers = headers.copy()  # (the caller's to keep, the shape's to reuse)
