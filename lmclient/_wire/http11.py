@@ -255,7 +255,7 @@ class ResponseParser:
     # each valid line is kept with what it says (`_Lines`: a server sends the same lines again
     # and again), and the connection keeps the shape of its last sized head (`_Shape`: a server
     # sends the same head with each answer but for its Content-Length digits), so that the next
-    # head of that shape is three comparisons, not a look-up per line.
+    # head of that shape is two comparisons and a digits check, not a look-up per line.
 
     def _head(self, data: bytes) -> int:
         """Read the heads in ``data`` (skipping 1xx interim ones) up to the final one; the offset
@@ -268,17 +268,27 @@ class ResponseParser:
         after them, is the shape's head with another length. The shape's bytes were read by the
         lines' rules and hold no blank line but at their end, and the digits hold none, so such
         a head is the same valid lines and a valid Content-Length: it ends where the shape does
-        and says what the shape said. Any other head is read by its lines; the shape of a sized
+        and says what the shape said. (The digits' end is looked for where the shape's was, a
+        length having as many places as the last one's usually, then at the first CR.) Any
+        other head is read by its lines; the shape of a sized
         final one is kept for the next (`_learn`). (One function for both ways, with the body's
         framing: each call costs every response.)"""
         pos = 0
         while True:
             shape = self._shape
             if shape is not None:
-                before, after, status, headers, keep_alive = shape  # (by name: a call each)
+                # (unpacked, not read by name: a call each)
+                before, places, after, status, headers, keep_alive = shape
                 first = pos + len(before)  # where the digits would start
-                cr = data.find(b"\r", first, first + _MAX_LENGTH_DIGITS + 1)
-                if cr >= 0 and data.startswith(before, pos) and data.startswith(after, cr):
+                # Where they end: as many places as the kept head's, usually; else the first
+                # CR, if one is near. (Slices compared: startswith() with a position parses its
+                # arguments the slow way.)
+                cr = first + places
+                if data[cr : cr + len(after)] != after:
+                    cr = data.find(b"\r", first, first + _MAX_LENGTH_DIGITS + 1)
+                    if cr < 0 or data[cr : cr + len(after)] != after:
+                        cr = -1
+                if cr >= 0 and data[pos:first] == before:
                     digits = data[first:cr]
                     end = cr + len(after)
                     if digits.isdigit() and self._remaining + end - pos <= MAX_HEAD_BYTES:
@@ -346,7 +356,8 @@ class ResponseParser:
             and line[1].decode("ascii") == headers["content-length"]
         ):
             before, after = head[: line.start(1)], head[line.end(1) :]
-            self._shape = _Shape(before, after, status, dict(headers), keep_alive)
+            places = line.end(1) - line.start(1)
+            self._shape = _Shape(before, places, after, status, dict(headers), keep_alive)
 
     def _partial_head(self, data: bytes, pos: int) -> None:
         """Keep the start of a head, unless it already cannot be one."""
@@ -532,6 +543,7 @@ class _Shape(NamedTuple):
     after its Content-Length digits, and what it says."""
 
     before: bytes  # from the status line to "content-length: ", included
+    places: int  # of its Content-Length digits
     after: bytes  # from the CR after the digits to the blank line, included
     status: int
     headers: dict[str, str]  # its Content-Length among them, replaced with each response's
