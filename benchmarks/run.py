@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import gc
 import inspect
 import json
 import os
@@ -267,6 +268,12 @@ def throughput(
     for r in range(plan.throughput_rounds):
         k = r % len(scenarios)
         for scenario in scenarios[k:] + scenarios[:k]:
+            # Each measurement starts warm and clean, whatever ran before it: the other clients
+            # take seconds, over which a pool lets its idle connections expire (lmclient's after
+            # KEEPALIVE_EXPIRY), so an uncounted blast reopens them; and the garbage they left is
+            # collected now, not during this client's count.
+            loop.run_until_complete(_blast(scenario, plan.concurrency * 4, plan.concurrency))
+            gc.collect()
             # At least throughput_seconds per measurement: 2000 calls of a fast client take a few
             # tens of milliseconds, which one descheduling on a shared machine skews by half.
             calls, wall, cpu = 0, 0.0, 0.0

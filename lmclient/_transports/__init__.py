@@ -23,8 +23,9 @@ the same request head to the same server again and again, so the transports here
 * sync: a socket with Python's timeout, whose waits a signal cannot stretch (the kernel's
   SO_RCVTIMEO and SO_SNDTIMEO, cheaper by a poll() per send and receive, restart with each
   signal); async: an `asyncio.Protocol` that parses in ``data_received`` and wakes the waiting
-  task once per response (or per chunk while streaming), with a read-timeout timer per
-  connection that re-arms itself instead of one timer per read or per request, and that is
+  task once per response (or per chunk while streaming), with one timer per connection for
+  the read timeout and the call's deadline that re-arms itself instead of one timer per read
+  or per request (or per deadline), and that is
   never written to once closed (the server may close a fresh connection before the request
   goes out: that is a `common.StaleConnection`, as on a sync socket). Every read is bounded: a
   whole response by ``max_bytes`` (counted after decoding), a stream by flow control (reading

@@ -57,17 +57,17 @@ class _AsyncConnection(asyncio.Protocol):
 
     While a request is in flight, ``parser`` is set. ``streaming`` wakes the waiter for every
     piece (a stream), otherwise only once the response is complete (one wake per call). The read
-    timeout is one timer per connection that, when it fires, re-arms itself for the time left
-    since the last read, and lapses once the connection is idle: no timer per read, and on a busy
-    connection none per request either (scheduling and cancelling one costs heap operations
-    in Python on every call)."""
+    timeout and the call's deadline share one timer per connection that, when it fires, ends the
+    call if either has passed, else re-arms itself for the sooner of the two, and lapses once the
+    connection is idle: no timer per read, and on a busy connection none per request either, with
+    a deadline or without (scheduling and cancelling one costs heap operations in Python on every
+    call, and a cancelled one stays in the loop's heap until it would have fired)."""
 
     __slots__ = (
         "__weakref__",  # (the pool's set of open connections is weak: `Pool`)
         "buffered",
         "closed",
         "deadline_at",
-        "deadline_timer",
         "drain",
         "error",
         "idle_since",
@@ -105,7 +105,6 @@ class _AsyncConnection(asyncio.Protocol):
         self.drain: asyncio.Future[None] | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.timer_at = 0.0  # when the timer fires
-        self.deadline_timer: asyncio.TimerHandle | None = None  # only for calls with a deadline
         self.streaming = False
         self.reading_paused = False
         self.closed = False
@@ -124,7 +123,6 @@ class _AsyncConnection(asyncio.Protocol):
 
     def close(self) -> None:
         self._cancel_timer()
-        self._cancel_deadline()
         if self.parser is not None and not self.parser.complete:  # e.g. the client was closed
             self._fail(errors.APIConnectionError("the connection was closed during the call"))
         self.parser = None
@@ -160,14 +158,13 @@ class _AsyncConnection(asyncio.Protocol):
         self.deadline_at = deadline_at
         self.streaming = stream
         self.read_timeout = read_timeout
-        if deadline_at is not None:  # the loop's clock is time.monotonic(), as the core's
-            self.deadline_timer = self.loop.call_at(deadline_at, self._deadline)
         self.transport.write(payload)
         if not math.isinf(read_timeout):
-            self.last_read = now = time.monotonic()
-            if self.timer is None or self.timer_at > now + read_timeout:  # else it re-arms itself
-                self._cancel_timer()
-                self._arm_timer(now + read_timeout)
+            self.last_read = time.monotonic()
+        due = self._due()
+        if due is not None and (self.timer is None or self.timer_at > due):  # else it re-arms
+            self._cancel_timer()
+            self._arm_timer(due)
         return parser
 
     def take_pieces(self) -> bytes:
@@ -184,8 +181,6 @@ class _AsyncConnection(asyncio.Protocol):
         connection and read-timeout period, not one per request)."""
         self.parser = None
         self.limiter = None
-        if self.deadline_timer is not None:
-            self._cancel_deadline()
 
     # -- asyncio callbacks -----------------------------------------------------------------
 
@@ -232,7 +227,7 @@ class _AsyncConnection(asyncio.Protocol):
             self._fail(io_error(exc, "reading the response"))
             self.close()
             return
-        if not parser.complete:  # (a complete response has no read timeout: `_check_idle`)
+        if not parser.complete:  # (a complete response has no read timeout: `_on_timer`)
             self.last_read = time.monotonic()
             if not self.streaming:
                 return
@@ -285,38 +280,46 @@ class _AsyncConnection(asyncio.Protocol):
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    def _check_idle(self) -> None:
+    def _due(self) -> float | None:
+        """When the response in flight times out, as things stand: its read timeout after the
+        last read, or the call's deadline, whichever comes first (None: neither applies). The
+        loop's clock is time.monotonic(), as the core's deadline is."""
+        due = self.deadline_at
+        if not math.isinf(self.read_timeout):
+            read_due = self.last_read + self.read_timeout
+            if due is None or read_due < due:
+                due = read_due
+        return due
+
+    def _on_timer(self) -> None:
+        """End the call whose deadline or read timeout has passed; else wait on for the sooner.
+        Past its deadline the call ends however the server trickles its bytes; a reader that
+        paused reading is slow itself, which the read timeout does not count against the
+        server. Ended, the connection's state is unknown, so it is closed."""
         self.timer = None
         parser = self.parser
-        if parser is None or parser.complete or math.isinf(self.read_timeout):
+        if parser is None or parser.complete:
             return  # idle, or its response read (it lapses: the next request re-arms it)
         # (A closed connection with a response in flight is timed all the same: its waiter
         # must wake whatever the connection's state.)
         now = time.monotonic()
+        if self.deadline_at is not None and now >= self.deadline_at:
+            self._fail(errors.APITimeoutError("the call's deadline expired during the response"))
+            self.close()
+            return
         if self.reading_paused:  # the reader is slow, not the server
             self.last_read = now
-        idle = now - self.last_read
-        if idle < self.read_timeout:
-            self._arm_timer(now + self.read_timeout - idle)
+        due = self._due()
+        if due is None:
+            return  # neither applies to this call (an earlier call armed the timer): it lapses
+        if now < due:
+            self._arm_timer(due)
             return
         self._fail(errors.APITimeoutError("timed out waiting for the server (read timeout)"))
         self.close()
 
-    def _deadline(self) -> None:
-        """The call's deadline passed mid-response: however the server trickles its bytes, the
-        call ends now (the connection's state is then unknown, so it is closed)."""
-        self.deadline_timer = None
-        if self.parser is not None:
-            self._fail(errors.APITimeoutError("the call's deadline expired during the response"))
-            self.close()
-
-    def _cancel_deadline(self) -> None:
-        if self.deadline_timer is not None:
-            self.deadline_timer.cancel()
-            self.deadline_timer = None
-
     def _arm_timer(self, when: float) -> None:
-        self.timer = self.loop.call_at(when, self._check_idle)
+        self.timer = self.loop.call_at(when, self._on_timer)
         self.timer_at = when
 
     def _cancel_timer(self) -> None:

@@ -133,7 +133,7 @@ async def test_a_closed_connection_is_never_written_to(how: str) -> None:
     loop = asyncio.get_running_loop()
     with pytest.raises(StaleConnection, match="before the request was sent"):
         conn.begin(b"POST / HTTP/1.1\r\n\r\n", 1 << 20, loop.time() + 5, 0.3, False)
-    assert (written, conn.timer, conn.deadline_timer, conn.parser) == ([], None, None, None)
+    assert (written, conn.timer, conn.parser) == ([], None, None)
 
 
 async def test_the_read_timer_wakes_a_call_on_a_connection_closed_without_an_error() -> None:
@@ -143,7 +143,7 @@ async def test_the_read_timer_wakes_a_call_on_a_connection_closed_without_an_err
     assert written
     conn.closed = True  # closed, and nothing recorded an error
     conn.last_read -= 10
-    conn._check_idle()
+    conn._on_timer()
     assert isinstance(conn.error, lmclient.APITimeoutError)
     conn.close()
 
