@@ -43,14 +43,14 @@ their proxies, mounts and HTTP/2 apply), a server the environment puts behind a 
 (`lmclient._proxies`: an httpx transport with that proxy), and an active respx mock. respx's
 mockers replace a method that lmclient's sockets never reach — ``using="httpcore"`` (the
 default) httpcore's connection pools' ``handle_request``, ``using="httpx"`` httpx's clients'
-``_transport_for_url`` — so each request first checks, with one identity comparison per mocker
-(`common.respx_watches`), whether those are still the originals, and while one is not, sends
-through an httpx client of lmclient's own (`common.own_client`), which respx then intercepts
-as users expect, whichever mocker and whenever the mock started. A compressed body is still
-inflated by `Limiter` there, piece by piece within ``max_bytes``, and not by httpx, which
-inflates a whole chunk at once. Whichever way a stream was opened, the shells get the same
-handle, a `common.StreamResponse` (status, headers, the checked chunks, close): httpx's response
-is adapted to it, lmclient's own is never wrapped in one of httpx's.
+``_transport_for_url`` — so each request first checks, once respx is imported, with one
+identity comparison per mocker (`common.RespxMocks`), whether those are still the originals,
+and while one is not, sends through an httpx client of lmclient's own (`common.own_client`),
+which respx then intercepts as users expect, whichever mocker and whenever the mock started.
+A compressed body is still inflated by `Limiter` there, piece by piece within ``max_bytes``,
+and not by httpx, which inflates a whole chunk at once. Whichever way a stream was opened, the
+shells get the same handle, a `common.StreamResponse` (status, headers, the checked chunks,
+close): httpx's response is adapted to it, lmclient's own is never wrapped in one of httpx's.
 
 Failures map to lmclient's errors: cannot connect, connection broken → `APIConnectionError`;
 timeouts and an expired deadline → `APITimeoutError`; bytes that are not HTTP, or a body larger

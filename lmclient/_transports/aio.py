@@ -22,6 +22,7 @@ from lmclient._transports.common import (
     Limiter,
     Pool,
     RawResponse,
+    RespxMocks,
     StaleConnection,
     Target,
     Targets,
@@ -37,14 +38,13 @@ from lmclient._transports.common import (
     per_process,
     raw_response,
     readability,
-    respx_watches,
     ssl_context,
 )
 from lmclient._wire.http11 import BadResponse, ResponseParser, declared_length, encode_request
 
 __all__ = ["AsyncTransport"]
 
-_ASYNC_MOCK, _ASYNC_HTTPX = respx_watches(True)  # respx's two mockers
+_RESPX = RespxMocks(True)  # respx's two mockers
 
 
 def _nothing() -> object:
@@ -425,11 +425,7 @@ class AsyncTransport:
     ) -> Awaitable[RawResponse]:
         """The response, to be awaited. (Not a coroutine itself: the caller awaits the
         exchange's own, one coroutine per call rather than two.)"""
-        if (
-            self._via_httpx
-            or (_ASYNC_MOCK.current() is not _ASYNC_MOCK.original and _ASYNC_MOCK.active())
-            or (_ASYNC_HTTPX.current() is not _ASYNC_HTTPX.original and _ASYNC_HTTPX.active())
-        ):
+        if self._via_httpx or _RESPX.active():
             return self._httpx_send(request, timeouts, max_bytes, deadline_at)
         return self._exchange(request, timeouts, max_bytes, deadline_at, False)
 
@@ -440,11 +436,7 @@ class AsyncTransport:
         max_bytes: int,
         deadline_at: float | None,
     ) -> AsyncStreamResponse:
-        if (
-            self._via_httpx
-            or (_ASYNC_MOCK.current() is not _ASYNC_MOCK.original and _ASYNC_MOCK.active())
-            or (_ASYNC_HTTPX.current() is not _ASYNC_HTTPX.original and _ASYNC_HTTPX.active())
-        ):
+        if self._via_httpx or _RESPX.active():
             return await self._httpx_stream(request, timeouts, max_bytes, deadline_at)
         return await self._exchange(request, timeouts, max_bytes, deadline_at, True)
 

@@ -368,10 +368,9 @@ class PatchWatch:
 
     The original is learnt the first time the method is seen unreplaced (its ``__module__`` is
     ``module``'s), so a mock started before lmclient was imported is still seen, and lmclient
-    need not import httpcore (no httpcore imported, no httpcore mock). ``current() is
-    original`` says "not replaced" with no Python-level call, so the transports test it before
-    calling `active`: until the module is imported, ``current`` returns None (the module), as
-    ``original`` is; after, the method."""
+    need not import httpcore (no httpcore imported, no httpcore mock). `active` answers "not
+    replaced" with one identity comparison, ``current() is original``: until the module is
+    imported, ``current`` returns None (the module), as ``original`` is; after, the method."""
 
     __slots__ = ("_attr", "_class_name", "_module", "current", "original")
 
@@ -416,6 +415,20 @@ def respx_watches(asynchronous: bool) -> tuple[PatchWatch, PatchWatch]:
         PatchWatch("httpcore", "ConnectionPool", "handle_request"),
         PatchWatch("httpx", "Client", "_transport_for_url"),
     )
+
+
+class RespxMocks:
+    """Whether either of respx's mockers is active for the sync or the async client
+    (`respx_watches`): then a transport sends through httpx. A mock needs respx imported, so
+    until it is (a service in production), one look-up in `sys.modules` answers for both."""
+
+    __slots__ = ("_clients", "_pools")
+
+    def __init__(self, asynchronous: bool) -> None:
+        self._pools, self._clients = respx_watches(asynchronous)
+
+    def active(self) -> bool:
+        return "respx" in sys.modules and (self._pools.active() or self._clients.active())
 
 
 @overload

@@ -17,6 +17,7 @@ from lmclient._transports.common import (
     Limiter,
     Pool,
     RawResponse,
+    RespxMocks,
     StaleConnection,
     StreamResponse,
     Target,
@@ -34,7 +35,6 @@ from lmclient._transports.common import (
     raw_response,
     readability,
     remaining,
-    respx_watches,
     ssl_context,
 )
 from lmclient._wire.http11 import BadResponse, ResponseParser, declared_length, encode_request
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SyncTransport"]
 
-_SYNC_MOCK, _SYNC_HTTPX = respx_watches(False)  # respx's two mockers
+_RESPX = RespxMocks(False)  # respx's two mockers
 
 
 class _SyncConnection:
@@ -221,11 +221,7 @@ class SyncTransport:
         max_bytes: int,
         deadline_at: float | None,
     ) -> RawResponse:
-        if (
-            self._via_httpx
-            or (_SYNC_MOCK.current() is not _SYNC_MOCK.original and _SYNC_MOCK.active())
-            or (_SYNC_HTTPX.current() is not _SYNC_HTTPX.original and _SYNC_HTTPX.active())
-        ):
+        if self._via_httpx or _RESPX.active():
             return self._httpx_send(request, timeouts, max_bytes, deadline_at)
         conn, parser, first = self._exchange(request, timeouts, deadline_at)
         headers = parser.headers
@@ -266,11 +262,7 @@ class SyncTransport:
     ) -> StreamResponse:
         """Open a response once its head has arrived; the caller reads its chunks and closes
         it."""
-        if (
-            self._via_httpx
-            or (_SYNC_MOCK.current() is not _SYNC_MOCK.original and _SYNC_MOCK.active())
-            or (_SYNC_HTTPX.current() is not _SYNC_HTTPX.original and _SYNC_HTTPX.active())
-        ):
+        if self._via_httpx or _RESPX.active():
             return self._httpx_stream(request, timeouts, max_bytes, deadline_at)
         conn, parser, first = self._exchange(request, timeouts, deadline_at)
         assert parser.headers is not None

@@ -35,7 +35,7 @@ from lmclient._request import PreparedRequest
 from lmclient._transports import aio as aio_transport
 from lmclient._transports import common
 from lmclient._transports.aio import AsyncTransport
-from lmclient._transports.common import PatchWatch
+from lmclient._transports.common import PatchWatch, RespxMocks
 from lmclient._transports.sync import SyncTransport
 from lmclient.testing import FakeLLM
 from tests import scripted_server
@@ -708,6 +708,25 @@ def test_patch_watch_learns_the_original_lazily(monkeypatch: pytest.MonkeyPatch)
     assert not watch.active()
     monkeypatch.delitem(sys.modules, "httpcore")
     assert not PatchWatch("httpcore", "ConnectionPool", "handle_request").active()
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_no_respx_imported_no_mock_looked_for(
+    monkeypatch: pytest.MonkeyPatch, asynchronous: bool
+) -> None:
+    """A mock needs respx: until it is imported, its mockers' methods are not even looked at
+    (a pool's method replaced by something else is not taken for respx's)."""
+
+    def mocked(self: object) -> None: ...
+
+    name = "AsyncConnectionPool" if asynchronous else "ConnectionPool"
+    method = "handle_async_request" if asynchronous else "handle_request"
+    pool = type(name, (), {method: mocked})
+    monkeypatch.setitem(sys.modules, "httpcore", SimpleNamespace(**{name: pool}))
+    monkeypatch.setitem(sys.modules, "respx", SimpleNamespace())
+    assert RespxMocks(asynchronous).active()
+    monkeypatch.delitem(sys.modules, "respx")
+    assert not RespxMocks(asynchronous).active()
 
 
 # -- the clients over the loopback fake -----------------------------------------------------------
