@@ -12,17 +12,20 @@ The bounds: an output type's own depth where it has a finite one (``Person`` wit
 ``list[str]`` field: 2; a value nested deeper cannot be one, whatever its unknown fields hold),
 else `MAX_DEPTH`, which also bounds bodies and events.
 
-The measure is linear and costs little on the common answer: one ``bytes.translate`` keeps
-the structure (brackets, quotes, backslashes and the characters that may follow a backslash in
-a valid escape, ``"\\/bfnrtu``) and maps ``{}`` to ``[]``; text with at most `COUNTED` (256)
-brackets stops there (it nests at most that deep). Otherwise, on that small stream: escaped
-backslashes then escaped quotes are removed (only when the text has a backslash), the letters
-and backslashes left deleted, adjacent quotes removed (two quotes less before a bracket leave it
-inside or outside a string as it was), what still lies between quotes dropped (brackets inside
-strings do not nest), and the depth found by removing innermost ``[]`` pairs, one level a pass
-(`_deeper`). All in C; the work per character of the text is one table look-up, the rest is
-per quote, escape or bracket. (An output type's depth is thus enforced on text with more than
-`COUNTED` brackets; below that, msgspec's own checks apply.)
+The measure is linear and costs little on the common answer: a text of a few KB (`_SHORT`)
+has its ``[`` and ``{`` counted first (two C scans, cheaper there than a translate, whose table
+is built per call); a longer one, or one with more than `COUNTED` brackets, is read once by a
+``bytes.translate`` that keeps the structure (brackets, quotes, backslashes and the characters
+that may follow a backslash in a valid escape, ``"\\/bfnrtu``) and maps ``{}`` to ``[]``; text
+with at most `COUNTED` (256) brackets stops there (it nests at most that deep). Otherwise, on
+that small stream: escaped backslashes then escaped quotes are removed (only when the text has
+a backslash), the letters and backslashes left deleted, adjacent quotes removed (two quotes
+less before a bracket leave it inside or outside a string as it was), what still lies between
+quotes dropped (brackets inside strings do not nest), and the depth found by removing
+innermost ``[]`` pairs, one level a pass (`_deeper`). All in C: the text itself is read once,
+by the translate; the rest reads the small stream, at a cost per quote, escape or bracket. (An
+output type's depth is thus enforced on text with more than `COUNTED` brackets; below that,
+msgspec's own checks apply.)
 
 Why the escapes are read right after deleting the other characters. In valid JSON a backslash
 appears only in a string, as an escape: ``\\`` followed by one of ``"\\/bfnrt``, or by ``u`` and
@@ -62,11 +65,14 @@ MAX_DEPTH = 128  # levels of arrays and objects: about a quarter of a 256 KiB st
 # decodes within a 256 KiB stack (it overflows at about 550 levels of objects); an answer of a
 # couple of hundred objects, common, is then counted and not measured.
 COUNTED = 256
+_SHORT = 4096  # bytes: below this, counted before any translate (the usual body)
 
 # What one translate keeps: the structure, and with a backslash in the text, what an escape is.
 _NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'"[]{}')
 _NOT_ESCAPED = bytes(b for b in range(256) if b not in b'"[]{}\\/bfnrtu')
 _OBJECTS_AS_ARRAYS = bytes.maketrans(b"{}", b"[]")
+# Bytes as ints: ``92 in data`` is a memchr, ``b"\\" in data`` first fails to read an int.
+_BACKSLASH, _QUOTE, _OPEN = b'\\"['
 
 
 def nested_deeper(data: str | bytes, bound: int) -> bool:
@@ -80,14 +86,16 @@ def nested_deeper(data: str | bytes, bound: int) -> bool:
         return False
     if isinstance(data, str):
         data = data.encode("utf-8", "surrogatepass")
-    escapes = b"\\" in data
+    if len(data) <= _SHORT and data.count(b"[") + data.count(b"{") <= COUNTED:
+        return False  # short: two counts cost less than a translate's table, built per call
+    escapes = _BACKSLASH in data
     kept = data.translate(_OBJECTS_AS_ARRAYS, _NOT_ESCAPED if escapes else _NOT_STRUCTURE)
     if kept.count(b"[") <= COUNTED:
         return False
     if escapes:  # escaped backslashes, then escaped quotes, then the rest of the escapes
         kept = kept.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, b"\\/bfnrtu")
     kept = kept.replace(b'""', b"")  # mostly strings without brackets; parity kept
-    if b'"' in kept:  # every other piece between the quotes left is outside strings
+    if _QUOTE in kept:  # every other piece between the quotes left is outside strings
         kept = b"".join(kept.split(b'"')[::2])
     return _deeper(kept, bound)
 
@@ -97,7 +105,8 @@ def _deeper(brackets: bytes, bound: int) -> bool:
     depth, ``[`` one up and ``]`` one down, passes it somewhere. A pass of
     ``replace(b"[]", b"")`` removes every innermost pair at once (the matches cannot overlap),
     which leaves the running depth of every other bracket as it was and lowers the deepest
-    by at most one (the ``[`` enclosing a removed pair stays): a text deeper than ``bound``
+    by at most one (before a removed pair come, past other removed pairs, a kept bracket or the
+    start, one level up): a text deeper than ``bound``
     still has a ``[`` after ``bound`` passes. Balanced, as in JSON, the deepest is lowered by
     exactly one a pass, so a text ``bound`` deep or less is empty by then. No more ``[`` than
     passes left also ends it: the depth cannot pass that count."""
@@ -105,7 +114,7 @@ def _deeper(brackets: bytes, bound: int) -> bool:
         if brackets.count(b"[") <= bound - done:
             return False
         brackets = brackets.replace(b"[]", b"")
-    return b"[" in brackets
+    return _OPEN in brackets
 
 
 def too_deep(bound: int) -> str:

@@ -220,6 +220,24 @@ def test_a_backslash_at_the_end_of_the_text() -> None:
     assert nested_deeper("[" * 300 + "\\", 1) is True
 
 
+@pytest.mark.parametrize("filler", [" ", "x", "\\n", "[]"])
+def test_long_text_is_translated_before_it_is_counted(filler: str) -> None:
+    """Past a few KB one translate reads the text (no counting before it), with or without
+    escapes, with more or fewer than `COUNTED` brackets in all."""
+    deep = "[" * 300 + "]" * 300
+    few = "[" * 100 + "]" * 100
+    long = filler * 5000
+    for text, deeper in (
+        (f'["{long}", {deep}]', True),
+        (f'["{long}", {few}]', False),
+        (f'["{long}", "{deep}"]', False),
+    ):
+        assert len(text) > depth._SHORT  # pyright: ignore
+        assert nested_deeper(text, MAX_DEPTH) is deeper
+    # 201 brackets are not measured; with 10,000 more in the string, they are.
+    assert nested_deeper(f'["{long}", {few}]', 99) is (filler == "[]")
+
+
 def test_unbalanced_text_is_measured_no_shallower() -> None:
     """Unclosed arrays nest as deep in msgspec before it finds the end of the text."""
     assert nested_deeper("[" * 300, 299) is True
@@ -287,7 +305,7 @@ def test_json_is_measured_exactly(document: tuple[str, Any, int]) -> None:
     assert msgspec.json.decode(text) == value  # the generator writes JSON
     wrapped = msgspec.json.encode({"choices": [{"content": text}]})  # a wire body's shape
     with mock.patch.object(depth, "COUNTED", -1):  # everything measured
-        for data in (text, text.encode()):
+        for data in (text, text.encode(), text + " " * depth._SHORT):  # pyright: ignore
             assert nested_deeper(data, deep) is False
             assert nested_deeper(data, deep - 1) is (deep > 0)
         assert nested_deeper(wrapped, 3) is False
