@@ -12,18 +12,47 @@ The bounds: an output type's own depth where it has a finite one (``Person`` wit
 ``list[str]`` field: 2; a value nested deeper cannot be one, whatever its unknown fields hold),
 else `MAX_DEPTH`, which also bounds bodies and events.
 
-The measure is linear and costs almost nothing on the common answer: counting the ``[`` and
-``{`` bytes (two C scans) bounds the depth from above, and only when that count passes
-`COUNTED` (256) is the real depth measured and compared with the bound: escaped quotes and
-backslashes removed, everything but brackets and quotes deleted (``bytes.translate``), what
-lies between quotes dropped (brackets inside strings do not nest), and the running depth's
-maximum taken (``itertools.accumulate``), all in C. (An output type's depth is thus enforced
-on text with more than `COUNTED` brackets; below that, msgspec's own checks apply.)
+The measure is linear and costs little on the common answer: a text of a few KB (`_SHORT`)
+has its ``[`` and ``{`` counted first (two C scans, cheaper there than a translate, whose table
+is built per call); a longer one, or one with more than `COUNTED` brackets, is read once by a
+``bytes.translate`` that keeps the structure (brackets, quotes, backslashes and the characters
+that may follow a backslash in a valid escape, ``"\\/bfnrtu``) and maps ``{}`` to ``[]``; text
+with at most `COUNTED` (256) brackets stops there (it nests at most that deep). Otherwise, on
+that small stream: escaped backslashes then escaped quotes are removed (only when the text has
+a backslash), the letters and backslashes left deleted, adjacent quotes removed (two quotes
+less before a bracket leave it inside or outside a string as it was), what still lies between
+quotes dropped (brackets inside strings do not nest), and the depth found by removing
+innermost ``[]`` pairs, one level a pass (`_deeper`). All in C: the text itself is read once,
+by the translate; the rest reads the small stream, at a cost per quote, escape or bracket. (An
+output type's depth is thus enforced on text with more than `COUNTED` brackets; below that,
+msgspec's own checks apply.)
+
+Why the escapes are read right after deleting the other characters. In valid JSON a backslash
+appears only in a string, as an escape: ``\\`` followed by one of ``"\\/bfnrt``, or by ``u`` and
+four hex digits. All those characters are kept, so in the small stream every escape's backslash
+is still followed by the character it escapes (the hex digits kept, ``b`` and ``f``, come after
+the ``u``, and are neither a backslash nor a quote). A run of backslashes there starts with an
+escape (the character before it is not a backslash, so its first one escapes nothing before it)
+and is escaped backslashes, two by two, then maybe one escape of a character that is not a
+backslash: runs the deletion joins are still read two by two from their start, as the first
+run of a join is all pairs (a run ending in an escape is followed by its kept, escaped
+character). So ``replace(b"\\\\", b"")`` removes exactly the escaped backslashes, after which
+every backslash left escapes the character after it, and ``replace(b'\\"', b"")`` removes
+exactly the escaped quotes: the quotes left open and close the strings, as msgspec reads them.
+
+Text that is not JSON is never measured shallower than msgspec nests it: msgspec reads left to
+right and stops with a `msgspec.DecodeError` at the first invalid escape (``\\a``, ``\\u`` without
+four hex digits, a lone surrogate: its string reading checks them all, also when skipping an
+unknown field), a backslash outside a string, a bracket closing the wrong kind or the end of
+the text; before that point the text reads as JSON, the reading above is exact there (the
+replacements run left to right, and a run of backslashes reaching that point was read in pairs
+from its start), and the depth measured on the whole is at least the depth anywhere in that
+prefix (`_deeper`). After it, the estimate may be wrong, and a text refused as deeper than it is
+would have failed to decode anyway.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from typing import Any
 
@@ -36,9 +65,14 @@ MAX_DEPTH = 128  # levels of arrays and objects: about a quarter of a 256 KiB st
 # decodes within a 256 KiB stack (it overflows at about 550 levels of objects); an answer of a
 # couple of hundred objects, common, is then counted and not measured.
 COUNTED = 256
+_SHORT = 4096  # bytes: below this, counted before any translate (the usual body)
 
+# What one translate keeps: the structure, and with a backslash in the text, what an escape is.
 _NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'"[]{}')
-_STEP = tuple(1 if b in b"[{" else -1 if b in b"]}" else 0 for b in range(256))
+_NOT_ESCAPED = bytes(b for b in range(256) if b not in b'"[]{}\\/bfnrtu')
+_OBJECTS_AS_ARRAYS = bytes.maketrans(b"{}", b"[]")
+# Bytes as ints: ``92 in data`` is a memchr, ``b"\\" in data`` first fails to read an int.
+_BACKSLASH, _QUOTE, _OPEN = b'\\"['
 
 
 def nested_deeper(data: str | bytes, bound: int) -> bool:
@@ -51,16 +85,36 @@ def nested_deeper(data: str | bytes, bound: int) -> bool:
     if len(data) <= COUNTED:  # fewer characters than COUNTED: fewer brackets too, no scan
         return False
     if isinstance(data, str):
-        if data.count("[") + data.count("{") <= COUNTED:
-            return False
         data = data.encode("utf-8", "surrogatepass")
-    elif data.count(b"[") + data.count(b"{") <= COUNTED:
+    if len(data) <= _SHORT and data.count(b"[") + data.count(b"{") <= COUNTED:
+        return False  # short: two counts cost less than a translate's table, built per call
+    escapes = _BACKSLASH in data
+    kept = data.translate(_OBJECTS_AS_ARRAYS, _NOT_ESCAPED if escapes else _NOT_STRUCTURE)
+    if kept.count(b"[") <= COUNTED:
         return False
-    if b"\\" in data:  # escapes: only an escaped quote or backslash could mislead the split
-        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
-    # Brackets and quotes only; then every other piece between quotes is outside strings.
-    brackets = b"".join(data.translate(None, _NOT_STRUCTURE).split(b'"')[::2])
-    return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0) > bound
+    if escapes:  # escaped backslashes, then escaped quotes, then the rest of the escapes
+        kept = kept.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, b"\\/bfnrtu")
+    kept = kept.replace(b'""', b"")  # mostly strings without brackets; parity kept
+    if _QUOTE in kept:  # every other piece between the quotes left is outside strings
+        kept = b"".join(kept.split(b'"')[::2])
+    return _deeper(kept, bound)
+
+
+def _deeper(brackets: bytes, bound: int) -> bool:
+    """Whether ``brackets`` (``[`` and ``]`` only) nest deeper than ``bound``: their running
+    depth, ``[`` one up and ``]`` one down, passes it somewhere. A pass of
+    ``replace(b"[]", b"")`` removes every innermost pair at once (the matches cannot overlap),
+    which leaves the running depth of every other bracket as it was and lowers the deepest
+    by at most one (before a removed pair come, past other removed pairs, a kept bracket or the
+    start, one level up): a text deeper than ``bound``
+    still has a ``[`` after ``bound`` passes. Balanced, as in JSON, the deepest is lowered by
+    exactly one a pass, so a text ``bound`` deep or less is empty by then. No more ``[`` than
+    passes left also ends it: the depth cannot pass that count."""
+    for done in range(bound):
+        if brackets.count(b"[") <= bound - done:
+            return False
+        brackets = brackets.replace(b"[]", b"")
+    return _OPEN in brackets
 
 
 def too_deep(bound: int) -> str:
