@@ -216,7 +216,7 @@ def prompt_messages(prompt: Any) -> tuple[list[Any], bool]:
             "(str and media)"
         )
     first = prompt[0]
-    if isinstance(first, (str, Media)):
+    if type(first) is not dict and isinstance(first, (str, Media)):  # (a dict: at once)
         parts = list(prompt)
         for part in parts:
             if not isinstance(part, (str, Media)):
