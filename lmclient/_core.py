@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import httpx
@@ -35,7 +36,7 @@ from ._dialects import (
 from ._extra import merge_extra
 from ._media import check_media, content_media, prompt_messages, wire_messages
 from ._output.types import OutputSpec, compile_output
-from ._params import CALL_PARAMS, Prompt, check_params, env_api_key, env_base_url
+from ._params import CALL_PARAMS, RESPELT, Prompt, check_params, env_api_key, env_base_url
 from ._plans import Planned, Plans
 from ._reasoning import REASONING_PARAMS, reasoning_fields, reasoning_params, thinking_room
 from ._request import CallSettings, PreparedRequest, Timeouts
@@ -265,21 +266,21 @@ class ClientCore:
         output_type: Any,
         endpoint: Endpoint,
         params: Mapping[str, Any],
-    ) -> tuple[OutputSpec[Any], Planned | None, list[Any] | None, bool, bool]:
+    ) -> tuple[OutputSpec[Any], Planned | None, list[Any] | None, bool, bool, bool]:
         """`validate`, with what its checks computed: the prompt's messages, if it was given as
         messages or parts, the plan once the dialect is known, whether the messages have parts
         (text and media) to translate for the server, and whether the call (or the client's
         defaults) gives any parameter of `_CHECKED`, so that building its request asks no
-        more (a header, a reasoning control, a tool...: none in the usual call). The checks of
+        more (a header, a reasoning control, a tool...: none in the usual call), and whether
+        every parameter, the defaults' included, goes in the body as it is (`AS_GIVEN`: the
+        usual call's ``temperature``, ``max_tokens``...). The checks of
         parameters that need more than their type (headers, reasoning, tools, serving, model,
         extra_body) run only for the calls that give one: the usual call's parameters
         (``temperature``, ``max_tokens``...) pass with `check_params` alone."""
-        if params:
-            check_params(where, params, allow_n=where == "create")
         defaults = self.defaults
-        special = bool(params or defaults) and not (
-            _CHECKED.isdisjoint(params) and _CHECKED.isdisjoint(defaults)
-        )
+        as_given = not params or check_params(where, params, allow_n=where == "create")
+        plain = as_given and not defaults  # (`AS_GIVEN` holds none of `_CHECKED`)
+        special = not plain and not (_CHECKED.isdisjoint(params) and _CHECKED.isdisjoint(defaults))
         if special and not (
             HEADER_PARAMS.isdisjoint(params) and HEADER_PARAMS.isdisjoint(defaults)
         ):
@@ -298,7 +299,7 @@ class ClientCore:
             spec = compile_output(output_type)
             if special and params.get("probabilities"):
                 _confidence.check_type(where, spec)
-            return spec, None, messages, parts, special
+            return spec, None, messages, parts, special, plain
         # the type's spec and the dialect's plan, or their refusals, now
         planned = self._plans.get(output_type, endpoint, dialect, self.server_info)
         spec = planned.spec
@@ -335,7 +336,7 @@ class ClientCore:
                     f"{where}(): max_tokens={max_tokens} cannot hold any {spec.name} value: "
                     f"its shortest encoding needs at least {budget.fewest} tokens{after}"
                 )
-        return spec, planned, messages, parts, special
+        return spec, planned, messages, parts, special, plain
 
     def batch(
         self,
@@ -379,7 +380,7 @@ class ClientCore:
         batch's budgets (else `TokenBudgetExceeded`)."""
         if many is not None:
             many.check()
-        spec, planned, messages, parts, special = self._checked(
+        spec, planned, messages, parts, special, plain = self._checked(
             where, prompt, output_type, endpoint, params
         )
         assert planned is not None, "set-up (model, dialect) must come first"
@@ -390,15 +391,15 @@ class ClientCore:
         headers = self._post_headers
         if special and not HEADER_PARAMS.isdisjoint(merged):  # (HEADER_PARAMS: in _CHECKED)
             headers = self._call_headers(merged, planned.dialect)
-        body = _encode(self._body(prompt, messages, endpoint, merged, stream, planned, special))
+        body = self._body(prompt, messages, endpoint, merged, stream, planned, special, plain)
         return Call.new(
             self.settings,
-            PreparedRequest("POST", self._urls[endpoint], headers, body),
+            PreparedRequest("POST", self._urls[endpoint], headers, _encode(body)),
             spec=spec,
             plan=planned.plan,
             endpoint=endpoint,
             caveat=self.caveat,
-            params=merged,
+            params=_NO_PARAMS if plain else merged,  # (all in the body: none read by the call)
             many=many,
         )
 
@@ -464,17 +465,22 @@ class ClientCore:
         stream: bool,
         planned: Planned,
         special: bool,
+        plain: bool,
     ) -> dict[str, Any]:
         """The request body; ``messages`` are the prompt's when it was given as messages,
-        ``special`` whether ``params`` hold any of `_CHECKED` (`_checked` has told)."""
+        ``special`` whether ``params`` hold any of `_CHECKED`, ``plain`` whether they all go in
+        the body as they are (`_checked` has told)."""
         body: dict[str, Any] = {"model": params.get("model") or self.model}
         if endpoint == "completions":
             body["prompt"] = prompt
         else:
             body["messages"] = messages or [{"role": "user", "content": prompt}]
         thinking: int | None = 0  # the tokens thinking may take first (`thinking_room`)
-        if params:
-            _add_params(body, params, endpoint)
+        if params:  # as they are (the usual call), or each as its endpoint spells it
+            if plain:
+                body.update(params)
+            else:
+                _add_params(body, params, endpoint)
         if special:  # the rare parameters, told apart once (`_checked`)
             if not REASONING_PARAMS.isdisjoint(params):
                 controls = reasoning_params(params, {})
@@ -504,11 +510,11 @@ class ClientCore:
 
 def _add_params(body: dict[str, Any], params: Mapping[str, Any], endpoint: Endpoint) -> None:
     """The per-call parameters that go in the body, as each endpoint spells them: as given, but
-    for the few spelt otherwise (`_RESPELT`)."""
+    for the few spelt otherwise (`RESPELT`)."""
     for name, value in params.items():  # (a comprehension would be one more call per call)
         if value is not None and name not in CALL_PARAMS:
             body[name] = value  # noqa: PERF403
-    if _RESPELT.isdisjoint(params):
+    if RESPELT.isdisjoint(params):
         return
     stop = body.get("stop")
     if isinstance(stop, tuple):
@@ -534,7 +540,7 @@ def _messages(prompt: Any) -> list[Any]:
 
 
 _TOOL_PARAMS = frozenset({"tools", "tool_choice"})
-_RESPELT = frozenset({"stop", "logprobs", "top_logprobs"})  # `_add_params`
+_NO_PARAMS: Mapping[str, Any] = MappingProxyType({})
 _TABLED = frozenset(TABLED)
 # The parameters checked beyond their types (`ClientCore._checked`): a call giving none of them
 # (the usual one) skips those checks at once.

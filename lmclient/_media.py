@@ -204,22 +204,29 @@ def _sniff(data: bytes) -> str | None:
 # -- prompts and messages ------------------------------------------------------------------
 
 
+# The types `prompt_messages` tells apart, as constants: a tuple literal of names is built anew
+# at each test.
+_SEQUENCES = (list, Sequence)
+_MAPPINGS = (dict, Mapping)
+_PARTS = (str, Media)
+
+
 def prompt_messages(prompt: Any) -> tuple[list[Any], bool]:
     """A chat prompt that is not a str, as messages (a copy: the caller's list is not the
     body's), and whether any has parts to translate (`wire_messages`). A list of parts (each a
     str or media) is one user message; a list of messages is each a mapping with a ``role``
     str, whose ``content`` may be a list of parts (str, media, or content-part dicts, sent as
     they are)."""
-    if not isinstance(prompt, (list, Sequence)) or isinstance(prompt, str) or not prompt:
+    if not isinstance(prompt, _SEQUENCES) or isinstance(prompt, str) or not prompt:
         raise TypeError(
             "prompt must be a str, a non-empty list of message dicts, or a list of parts "
             "(str and media)"
         )
     first = prompt[0]
-    if isinstance(first, (str, Media)):
+    if type(first) is not dict and isinstance(first, _PARTS):  # (a dict: at once)
         parts = list(prompt)
         for part in parts:
-            if not isinstance(part, (str, Media)):
+            if not isinstance(part, _PARTS):
                 raise TypeError(
                     "a prompt of parts holds str and media (Image, Audio, Video) only, not "
                     f"{type(part).__name__}; put messages in a list of their own"
@@ -228,10 +235,10 @@ def prompt_messages(prompt: Any) -> tuple[list[Any], bool]:
     messages = list(prompt)
     media = False
     for m in messages:  # a list of dicts, as nearly always, needs no look-up of the ABCs
-        if not isinstance(m, (dict, Mapping)) or not isinstance(m.get("role"), str):
+        if not isinstance(m, _MAPPINGS) or not isinstance(m.get("role"), str):
             raise TypeError("each message must be a mapping with a 'role' str")
         content = m.get("content")
-        if isinstance(content, list) and any(isinstance(p, (str, Media)) for p in content):
+        if isinstance(content, list) and any(isinstance(p, _PARTS) for p in content):
             media = True
     return messages, media
 

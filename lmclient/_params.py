@@ -22,8 +22,10 @@ from ._serving import SERVING_PARAMS, serving_problem
 from ._tools import Tool
 
 __all__ = [
+    "AS_GIVEN",
     "CALL_PARAMS",
     "PARAMS",
+    "RESPELT",
     "CallParams",
     "CreateParams",
     "FileParams",
@@ -136,22 +138,32 @@ CALL_PARAMS: dict[str, tuple[type, ...]] = {
     "tracestate": (str,),
     "probabilities": (bool,),
 }
+# The body parameters sent as they are: not respelt per endpoint (``stop``, ``logprobs``,
+# ``top_logprobs``: `lmclient._core`), nor read by lmclient (`CALL_PARAMS`).
+RESPELT = frozenset({"stop", "logprobs", "top_logprobs"})
+AS_GIVEN = frozenset(_BODY_PARAMS) - RESPELT
 _CREATE_ONLY = ("n", "probabilities")  # `check_params`'s ``allow_n``
 _EFFORTS = ("low", "medium", "high")
 _CHOICES = ("auto", "required", "none")
 PARAMS = {**_BODY_PARAMS, **CALL_PARAMS}
 
 
-def check_params(where: str, params: Mapping[str, Any], *, allow_n: bool = False) -> None:
+def check_params(where: str, params: Mapping[str, Any], *, allow_n: bool = False) -> bool:
     """Reject misspelt or mistyped per-call parameters before anything is sent: each is one
     look-up in `_CHECKS`, its type one set look-up when it is exactly an accepted type (a
-    subclass is checked with `isinstance`), its value checked where its entry says how."""
+    subclass is checked with `isinstance`), its value checked where its entry says how.
+
+    Returns whether every parameter goes in the body as it is (`AS_GIVEN`, none ``None``), as
+    in the usual call (``temperature``, ``max_tokens``): then building the request reads them
+    no more than that, and the call's settings are the client's."""
+    as_given = True
     for name, value in params.items():
         check = _CHECKS.get(name)
         if check is None or (name in _CREATE_ONLY and not allow_n and value is not None):
             hint = f" ({name} is a parameter of create() only)" if name in _CREATE_ONLY else ""
             raise TypeError(f"{where}() got an unexpected keyword argument {name!r}{hint}")
         if value is None:
+            as_given = False  # left out of the body
             continue
         exact, accepted, value_problem = check
         if type(value) not in exact and (
@@ -163,6 +175,7 @@ def check_params(where: str, params: Mapping[str, Any], *, allow_n: bool = False
         if problem:
             shown = "" if name == "headers" else f", not {value!r}"  # may hold a credential
             raise ValueError(f"{where}(): {name} {problem}{shown}")
+    return as_given and AS_GIVEN.issuperset(params)
 
 
 def _strings(value: str | Sequence[Any]) -> str | None:

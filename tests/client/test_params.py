@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 import lmclient
-from lmclient import _params
+from lmclient import _core, _params
 from lmclient._params import CallParams, CreateParams, Timeouts, check_params
 
 
@@ -203,3 +203,16 @@ def test_the_api_key_argument_then_lmclient_s_variable_then_openai_s(
     monkeypatch.setenv("LMCLIENT_API_KEY", "sk-lmclient")
     assert _params.env_api_key(None) == "sk-lmclient"
     assert _params.env_api_key("sk-given") == "sk-given"
+
+
+def test_check_params_tells_whether_every_parameter_goes_in_the_body_as_given() -> None:
+    """The usual call's parameters go in the body as they are (the request is built with one
+    ``dict.update`` and the call keeps the client's settings); a ``None``, a parameter respelt
+    per endpoint or one lmclient reads itself does not."""
+    assert _params.check_params("generate", {"temperature": 0.2, "max_tokens": 8}) is True
+    assert _params.check_params("generate", {}) is True
+    assert _params.check_params("generate", {"temperature": None}) is False
+    assert _params.check_params("generate", {"stop": ["x"], "seed": 1}) is False
+    assert _params.check_params("generate", {"max_retries": 0, "top_p": 0.9}) is False
+    assert _params.AS_GIVEN.isdisjoint(_params.CALL_PARAMS)
+    assert _params.AS_GIVEN.isdisjoint(_core._CHECKED)  # `ClientCore._checked` relies on it
