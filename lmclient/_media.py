@@ -223,7 +223,8 @@ def prompt_messages(prompt: Any) -> tuple[list[Any], bool]:
             "(str and media)"
         )
     first = prompt[0]
-    if type(first) is not dict and isinstance(first, _PARTS):  # (a dict: at once)
+    # (a message dict is told apart at once: isinstance against Media, a Struct, is slow)
+    if type(first) is not dict and isinstance(first, _PARTS):
         parts = list(prompt)
         for part in parts:
             if not isinstance(part, _PARTS):

@@ -138,9 +138,9 @@ CALL_PARAMS: dict[str, tuple[type, ...]] = {
     "tracestate": (str,),
     "probabilities": (bool,),
 }
-# The body parameters sent as they are: not respelt per endpoint (``stop``, ``logprobs``,
-# ``top_logprobs``: `lmclient._core`), nor read by lmclient (`CALL_PARAMS`).
+# The body parameters spelt per endpoint (`lmclient._core._add_params`).
 RESPELT = frozenset({"stop", "logprobs", "top_logprobs"})
+# The body parameters sent as they are: not respelt, nor read by lmclient (`CALL_PARAMS`).
 AS_GIVEN = frozenset(_BODY_PARAMS) - RESPELT
 _CREATE_ONLY = ("n", "probabilities")  # `check_params`'s ``allow_n``
 _EFFORTS = ("low", "medium", "high")

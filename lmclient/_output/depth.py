@@ -104,12 +104,12 @@ def _deeper(brackets: bytes, bound: int) -> bool:
     """Whether ``brackets`` (``[`` and ``]`` only) nest deeper than ``bound``: their running
     depth, ``[`` one up and ``]`` one down, passes it somewhere. A pass of
     ``replace(b"[]", b"")`` removes every innermost pair at once (the matches cannot overlap),
-    which leaves the running depth of every other bracket as it was and lowers the deepest
-    by at most one (before a removed pair come, past other removed pairs, a kept bracket or the
-    start, one level up): a text deeper than ``bound``
-    still has a ``[`` after ``bound`` passes. Balanced, as in JSON, the deepest is lowered by
-    exactly one a pass, so a text ``bound`` deep or less is empty by then. No more ``[`` than
-    passes left also ends it: the depth cannot pass that count."""
+    which leaves the running depth of every other bracket as it was and lowers the deepest by
+    at most one (before a removed pair come, past other removed pairs, a kept bracket or the
+    start, one level up): a text deeper than ``bound`` still has a ``[`` after ``bound``
+    passes. Balanced, as in JSON, the deepest is lowered by exactly one a pass, so a text
+    ``bound`` deep or less is empty by then. No more ``[`` than passes left also ends it: the
+    depth cannot pass that count."""
     for done in range(bound):
         if brackets.count(b"[") <= bound - done:
             return False

@@ -270,8 +270,8 @@ class ResponseParser:
         a head is the same valid lines and a valid Content-Length: it ends where the shape does
         and says what the shape said. (The digits' end is looked for where the shape's was, a
         length having as many places as the last one's usually, then at the first CR.) Any
-        other head is read by its lines; the shape of a sized
-        final one is kept for the next (`_learn`). (One function for both ways, with the body's
+        other head is read by its lines; the shape of a sized final one is kept for the next
+        (`_learn`). (One function for both ways, with the body's
         framing: each call costs every response.)"""
         pos = 0
         while True:
@@ -356,8 +356,14 @@ class ResponseParser:
             and line[1].decode("ascii") == headers["content-length"]
         ):
             before, after = head[: line.start(1)], head[line.end(1) :]
-            places = line.end(1) - line.start(1)
-            self._shape = _Shape(before, places, after, status, dict(headers), keep_alive)
+            self._shape = _Shape(
+                before=before,
+                places=line.end(1) - line.start(1),
+                after=after,
+                status=status,
+                headers=dict(headers),
+                keep_alive=keep_alive,
+            )
 
     def _partial_head(self, data: bytes, pos: int) -> None:
         """Keep the start of a head, unless it already cannot be one."""
