@@ -150,22 +150,31 @@ PARAMS = {**_BODY_PARAMS, **CALL_PARAMS}
 
 def check_params(where: str, params: Mapping[str, Any], *, allow_n: bool = False) -> bool:
     """Reject misspelt or mistyped per-call parameters before anything is sent: each is one
-    look-up in `_CHECKS`, its type one set look-up when it is exactly an accepted type (a
-    subclass is checked with `isinstance`), its value checked where its entry says how.
+    look-up in `_CHECKS` (`_CALL_CHECKS` where ``n`` and ``probabilities`` are not taken), its
+    type one set look-up when it is exactly an accepted type (a subclass is checked with
+    `isinstance`), its value checked where its entry says how.
 
     Returns whether every parameter goes in the body as it is (`AS_GIVEN`, none ``None``), as
     in the usual call (``temperature``, ``max_tokens``): then building the request reads them
-    no more than that, and the call's settings are the client's."""
+    no more than that, and the call's settings are the client's. Each entry says whether its
+    parameter is one of `AS_GIVEN`, so that the usual call pays no second look-up."""
+    checks = _CHECKS if allow_n else _CALL_CHECKS
     as_given = True
     for name, value in params.items():
-        check = _CHECKS.get(name)
-        if check is None or (name in _CREATE_ONLY and not allow_n and value is not None):
-            hint = f" ({name} is a parameter of create() only)" if name in _CREATE_ONLY else ""
+        check = checks.get(name)
+        if check is None:
+            if name in _CREATE_ONLY:
+                if value is None:  # (``n=None``: the default, taken everywhere)
+                    as_given = False
+                    continue
+                hint = f" ({name} is a parameter of create() only)"
+            else:
+                hint = ""
             raise TypeError(f"{where}() got an unexpected keyword argument {name!r}{hint}")
         if value is None:
             as_given = False  # left out of the body
             continue
-        exact, accepted, value_problem = check
+        exact, accepted, value_problem, sent = check
         if type(value) not in exact and (
             (isinstance(value, bool) and bool not in accepted) or not isinstance(value, accepted)
         ):
@@ -175,7 +184,9 @@ def check_params(where: str, params: Mapping[str, Any], *, allow_n: bool = False
         if problem:
             shown = "" if name == "headers" else f", not {value!r}"  # may hold a credential
             raise ValueError(f"{where}(): {name} {problem}{shown}")
-    return as_given and AS_GIVEN.issuperset(params)
+        if not sent:
+            as_given = False
+    return as_given
 
 
 def _strings(value: str | Sequence[Any]) -> str | None:
@@ -237,8 +248,13 @@ _VALUE_CHECKS: dict[str, Callable[[Any], str | None]] = {
     "timeout": _seconds,
     **{name: functools.partial(serving_problem, name) for name in SERVING_PARAMS},
 }
-# Each parameter's checks (`check_params`): its accepted types, as a set and as a tuple, and
-# the check of its value, if any.
-_CHECKS: dict[str, tuple[frozenset[type], tuple[type, ...], Callable[[Any], str | None] | None]] = {
-    name: (frozenset(types), types, _VALUE_CHECKS.get(name)) for name, types in PARAMS.items()
+# Each parameter's checks (`check_params`): its accepted types, as a set and as a tuple, the
+# check of its value, if any, and whether it goes in the body as it is (`AS_GIVEN`).
+_CHECKS: dict[
+    str, tuple[frozenset[type], tuple[type, ...], Callable[[Any], str | None] | None, bool]
+] = {
+    name: (frozenset(types), types, _VALUE_CHECKS.get(name), name in AS_GIVEN)
+    for name, types in PARAMS.items()
 }
+# The same without `_CREATE_ONLY`'s: the checks of every method but create().
+_CALL_CHECKS = {name: check for name, check in _CHECKS.items() if name not in _CREATE_ONLY}

@@ -297,12 +297,17 @@ def test_the_usual_call_is_checked_again_once_the_server_is_known() -> None:
 
 def test_each_parameter_is_one_entry_of_the_checks_table() -> None:
     """`check_params` looks each parameter up once in `_CHECKS`: every parameter has its entry,
-    with its accepted types, and every value check belongs to a parameter."""
+    with its accepted types and whether it is sent as given, and every value check belongs to
+    a parameter; `_CALL_CHECKS` is the same without create()'s own."""
     assert set(_params._CHECKS) == set(_params.PARAMS)
-    for name, (exact, accepted, value_problem) in _params._CHECKS.items():
+    for name, (exact, accepted, value_problem, sent) in _params._CHECKS.items():
         assert exact == frozenset(accepted) and accepted == _params.PARAMS[name], name
         assert value_problem is _params._VALUE_CHECKS.get(name), name
+        assert sent == (name in _params.AS_GIVEN), name
     assert set(_params._VALUE_CHECKS) <= set(_params.PARAMS)
+    assert _params._CALL_CHECKS == {
+        name: check for name, check in _params._CHECKS.items() if name not in ("n", "probabilities")
+    }
 
 
 def test_a_subclass_of_an_accepted_type_is_accepted_but_bool_for_a_number() -> None:

@@ -214,5 +214,8 @@ def test_check_params_tells_whether_every_parameter_goes_in_the_body_as_given() 
     assert _params.check_params("generate", {"temperature": None}) is False
     assert _params.check_params("generate", {"stop": ["x"], "seed": 1}) is False
     assert _params.check_params("generate", {"max_retries": 0, "top_p": 0.9}) is False
+    # create()'s own parameters left at None are taken by every method, and not sent
+    assert _params.check_params("generate", {"n": None, "probabilities": None}) is False
+    assert _params.check_params("create", {"n": 2}, allow_n=True) is True
     assert _params.AS_GIVEN.isdisjoint(_params.CALL_PARAMS)
     assert _params.AS_GIVEN.isdisjoint(_core._CHECKED)  # `ClientCore._checked` relies on it
