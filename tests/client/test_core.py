@@ -305,9 +305,9 @@ def test_each_parameter_is_one_entry_of_the_checks_table() -> None:
         assert value_problem is _params._VALUE_CHECKS.get(name), name
         assert sent == (name in _params.AS_GIVEN), name
     assert set(_params._VALUE_CHECKS) <= set(_params.PARAMS)
-    assert _params._CALL_CHECKS == {
+    assert {
         name: check for name, check in _params._CHECKS.items() if name not in ("n", "probabilities")
-    }
+    } == _params._CALL_CHECKS
 
 
 def test_a_subclass_of_an_accepted_type_is_accepted_but_bool_for_a_number() -> None:
