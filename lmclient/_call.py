@@ -234,8 +234,10 @@ class Call(Attempts, kw_only=True):
         if params:
             settings = settings.given(params)
             tools = tool_table(params)
-        else:  # the client's settings, shared
+            probabilities = bool(params.get("probabilities"))
+        else:  # the client's settings, shared (the usual call: no look-up in its parameters)
             tools = None
+            probabilities = False
         return cls(
             request=request,
             settings=settings,
@@ -247,7 +249,7 @@ class Call(Attempts, kw_only=True):
             tools=tools,
             tool_choice=params.get("tool_choice") if tools else None,
             many=many if many is not None and many.budgeted else None,
-            probabilities=bool(params.get("probabilities")),
+            probabilities=probabilities,
         )
 
     def finish(self, status: int, headers: Mapping[str, str], body: bytes) -> Response[Any]:

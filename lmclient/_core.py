@@ -532,7 +532,7 @@ _encode = msgspec.json.Encoder().encode
 
 def _messages(prompt: Any) -> list[Any]:
     """A prompt given as messages of text, checked (for a token count: the servers' tokenizer
-    endpoints take no media); a copy, so the caller's list is not the body's."""
+    endpoints take no media)."""
     messages, parts = prompt_messages(prompt)
     if parts and content_media(messages):
         raise TypeError("a token count takes messages of text, without media")

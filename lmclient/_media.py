@@ -212,8 +212,10 @@ _PARTS = (str, Media)
 
 
 def prompt_messages(prompt: Any) -> tuple[list[Any], bool]:
-    """A chat prompt that is not a str, as messages (a copy: the caller's list is not the
-    body's), and whether any has parts to translate (`wire_messages`). A list of parts (each a
+    """A chat prompt that is not a str, as messages, and whether any has parts to translate
+    (`wire_messages`). A list is taken as it is: the body that holds it is encoded before the
+    call returns, and never changed (a re-ask decodes the sent body); another sequence is
+    copied into a list, which msgspec encodes. A list of parts (each a
     str or media) is one user message; a list of messages is each a mapping with a ``role``
     str, whose ``content`` may be a list of parts (str, media, or content-part dicts, sent as
     they are)."""
@@ -233,7 +235,7 @@ def prompt_messages(prompt: Any) -> tuple[list[Any], bool]:
                     f"{type(part).__name__}; put messages in a list of their own"
                 )
         return [{"role": "user", "content": parts}], True
-    messages = list(prompt)
+    messages = prompt if type(prompt) is list else list(prompt)
     media = False
     for m in messages:  # a list of dicts, as nearly always, needs no look-up of the ABCs
         if not isinstance(m, _MAPPINGS) or not isinstance(m.get("role"), str):

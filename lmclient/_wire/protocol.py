@@ -4,7 +4,10 @@ Only the fields lmclient reads are declared (unknown fields are skipped by msgsp
 lenient to server extras and faster; `Response.raw` decodes the whole body when asked). Fields
 that some server sends as ``null`` are optional.
 The structs decoded on every call are not tracked by the garbage collector (``gc=False``):
-decoded JSON cannot form a reference cycle, and tracking costs every decode.
+decoded JSON cannot form a reference cycle, and tracking costs every decode. Their fields are
+in the order the servers send them (keyword-only where a required field follows optional
+ones): msgspec looks each key up from the field after the last one found, so a body in that
+order finds each field at the first comparison.
 """
 
 from __future__ import annotations
@@ -204,36 +207,36 @@ class WireToolCall(msgspec.Struct, gc=False):
 class Message(msgspec.Struct, gc=False):
     content: str | None = None
     refusal: str | None = None
+    tool_calls: list[WireToolCall] | None = None
     reasoning: str | None = None  # vLLM >= 0.10
     reasoning_content: str | None = None  # SGLang, llama.cpp, older vLLM
-    tool_calls: list[WireToolCall] | None = None
 
 
 class ChatChoice(msgspec.Struct, gc=False):
     index: int = 0
     message: Message = msgspec.field(default_factory=Message)
-    finish_reason: str | None = None
     logprobs: ChatLogprobs | None = None
+    finish_reason: str | None = None
 
 
-class ChatCompletion(msgspec.Struct, gc=False):
-    choices: list[ChatChoice]
+class ChatCompletion(msgspec.Struct, gc=False, kw_only=True):
     id: str | None = None
     model: str | None = None
+    choices: list[ChatChoice]
     usage: Usage | None = None
 
 
 class CompletionChoice(msgspec.Struct, gc=False):
     index: int = 0
     text: str | None = None
-    finish_reason: str | None = None
     logprobs: CompletionLogprobs | None = None
+    finish_reason: str | None = None
 
 
-class Completion(msgspec.Struct, gc=False):
-    choices: list[CompletionChoice]
+class Completion(msgspec.Struct, gc=False, kw_only=True):
     id: str | None = None
     model: str | None = None
+    choices: list[CompletionChoice]
     usage: Usage | None = None
 
 
