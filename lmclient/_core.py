@@ -470,7 +470,8 @@ class ClientCore:
         """The request body; ``messages`` are the prompt's when it was given as messages,
         ``special`` whether ``params`` hold any of `_CHECKED`, ``plain`` whether they all go in
         the body as they are (`_checked` has told)."""
-        body: dict[str, Any] = {"model": params.get("model") or self.model}
+        # (plain parameters hold no model nor extra_body: neither is looked up)
+        body: dict[str, Any] = {"model": self.model if plain else params.get("model") or self.model}
         if endpoint == "completions":
             body["prompt"] = prompt
         else:
@@ -502,7 +503,7 @@ class ClientCore:
             if planned.dialect.stream_usage:
                 body["stream_options"] = {"include_usage": True}
         body.update(planned.fields)
-        extra = params.get("extra_body") if params else None
+        extra = None if plain else params.get("extra_body")
         if extra:
             merge_extra(body, extra, planned.plan.fields)
         return body
