@@ -152,7 +152,8 @@ def check_params(where: str, params: Mapping[str, Any], *, allow_n: bool = False
     """Reject misspelt or mistyped per-call parameters before anything is sent: each is one
     look-up in `_CHECKS` (`_CALL_CHECKS` where ``n`` and ``probabilities`` are not taken), its
     type one set look-up when it is exactly an accepted type (a subclass is checked with
-    `isinstance`), its value checked where its entry says how.
+    `isinstance`), its value checked where its entry says how: a count against its least
+    value (`_LEAST`, a comparison: ``max_tokens`` is in most calls), another by a function.
 
     Returns whether every parameter goes in the body as it is (`AS_GIVEN`, none ``None``), as
     in the usual call (``temperature``, ``max_tokens``): then building the request reads them
@@ -174,13 +175,16 @@ def check_params(where: str, params: Mapping[str, Any], *, allow_n: bool = False
         if value is None:
             as_given = False  # left out of the body
             continue
-        exact, accepted, value_problem, sent = check
+        exact, accepted, least, value_problem, sent = check
         if type(value) not in exact and (
             (isinstance(value, bool) and bool not in accepted) or not isinstance(value, accepted)
         ):
             names = " or ".join(t.__name__ for t in accepted)
             raise TypeError(f"{where}(): {name} must be {names}, not {type(value).__name__}")
-        problem = None if value_problem is None else value_problem(value)
+        if least is not None and value < least:
+            problem: str | None = _TOO_LOW[least]
+        else:
+            problem = None if value_problem is None else value_problem(value)
         if problem:
             shown = "" if name == "headers" else f", not {value!r}"  # may hold a credential
             raise ValueError(f"{where}(): {name} {problem}{shown}")
@@ -193,14 +197,6 @@ def _strings(value: str | Sequence[Any]) -> str | None:
     if isinstance(value, str) or all(isinstance(s, str) for s in value):
         return None
     return "must be a str or list of str"
-
-
-def _positive(value: int) -> str | None:
-    return "must be at least 1" if value < 1 else None
-
-
-def _not_negative(value: int) -> str | None:
-    return "must not be negative" if value < 0 else None
 
 
 def _reask_history(value: str) -> str | None:
@@ -229,18 +225,22 @@ def _seconds(value: Any) -> str | None:
     return None
 
 
-# The parameters whose values are checked beyond their types, and how: the others
+# The counts, with their least values, and what a smaller one is told (`check_params`).
+_LEAST = {
+    "max_tokens": 1,
+    "n": 1,
+    "token_budget": 1,
+    "top_logprobs": 0,
+    "max_retries": 0,
+    "max_reasks": 0,
+    "thinking_budget": 0,
+}
+_TOO_LOW = {0: "must not be negative", 1: "must be at least 1"}
+# The other parameters whose values are checked beyond their types, and how: the rest
 # (temperature, top_p, ...) cost a call nothing more.
 _VALUE_CHECKS: dict[str, Callable[[Any], str | None]] = {
     "stop": _strings,
-    "max_tokens": _positive,
-    "n": _positive,
-    "token_budget": _positive,
-    "top_logprobs": _not_negative,
-    "max_retries": _not_negative,
-    "max_reasks": _not_negative,
     "reask_history": _reask_history,
-    "thinking_budget": _not_negative,
     "tools": _tools,
     "tool_choice": _tool_choice,
     "reasoning_effort": _effort,
@@ -248,12 +248,20 @@ _VALUE_CHECKS: dict[str, Callable[[Any], str | None]] = {
     "timeout": _seconds,
     **{name: functools.partial(serving_problem, name) for name in SERVING_PARAMS},
 }
-# Each parameter's checks (`check_params`): its accepted types, as a set and as a tuple, the
-# check of its value, if any, and whether it goes in the body as it is (`AS_GIVEN`).
+# Each parameter's checks (`check_params`): its accepted types, as a set and as a tuple, its
+# least value or the check of its value, if any, and whether it goes in the body as it is
+# (`AS_GIVEN`).
 _CHECKS: dict[
-    str, tuple[frozenset[type], tuple[type, ...], Callable[[Any], str | None] | None, bool]
+    str,
+    tuple[frozenset[type], tuple[type, ...], int | None, Callable[[Any], str | None] | None, bool],
 ] = {
-    name: (frozenset(types), types, _VALUE_CHECKS.get(name), name in AS_GIVEN)
+    name: (
+        frozenset(types),
+        types,
+        _LEAST.get(name),
+        _VALUE_CHECKS.get(name),
+        name in AS_GIVEN,
+    )
     for name, types in PARAMS.items()
 }
 # The same without `_CREATE_ONLY`'s: the checks of every method but create().
