@@ -220,7 +220,15 @@ def _effort(value: str) -> str | None:
 
 
 def _seconds(value: Any) -> str | None:
-    if isinstance(value, _NUMBER) and value <= 0:
+    """A timeout or deadline: more than zero seconds (NaN is not, and would wait forever); an
+    `httpx.Timeout` the same in each phase it bounds (None: no limit). Its 0, which httpx takes
+    as "time out at once", is refused rather than read as no limit."""
+    if isinstance(value, httpx.Timeout):
+        phases = (value.connect, value.read, value.write, value.pool)
+        if any(seconds is not None and not seconds > 0 for seconds in phases):
+            return "must bound each phase by a positive number of seconds, or None"
+        return None
+    if not value > 0:
         return "must be a positive number of seconds"
     return None
 

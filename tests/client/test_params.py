@@ -123,6 +123,23 @@ def test_a_mistyped_parameter_is_a_type_error(name: str, value: Any, message: st
         ("reasoning_effort", "max", "must be one of 'low', 'medium', 'high'"),
         ("deadline", 0, "must be a positive number of seconds"),
         ("timeout", -1.0, "must be a positive number of seconds"),
+        ("timeout", math.nan, "must be a positive number of seconds"),
+        ("deadline", math.nan, "must be a positive number of seconds"),
+        (
+            "timeout",
+            httpx.Timeout(0.0),
+            "must bound each phase by a positive number of seconds, or None",
+        ),
+        (
+            "timeout",
+            httpx.Timeout(5.0, read=-1.0),
+            "must bound each phase by a positive number of seconds, or None",
+        ),
+        (
+            "timeout",
+            httpx.Timeout(5.0, write=math.nan),
+            "must bound each phase by a positive number of seconds, or None",
+        ),
     ],
 )
 def test_a_value_out_of_range_is_a_value_error_showing_it(
@@ -219,3 +236,19 @@ def test_check_params_tells_whether_every_parameter_goes_in_the_body_as_given() 
     assert _params.check_params("create", {"n": 2}, allow_n=True) is True
     assert _params.AS_GIVEN.isdisjoint(_params.CALL_PARAMS)
     assert _params.AS_GIVEN.isdisjoint(_core._CHECKED)  # `ClientCore._checked` relies on it
+
+
+@pytest.mark.parametrize(
+    "timeout", [math.nan, httpx.Timeout(0.0), httpx.Timeout(1.0, pool=-1.0)], ids=repr
+)
+def test_a_client_refuses_a_timeout_that_would_not_bound_its_waits(timeout: Any) -> None:
+    """NaN would wait forever, a negative phase end every wait at once, and httpx's 0 means
+    "at once" where a missing limit means none: refused when the client is made."""
+    with pytest.raises(ValueError, match=r"^Client\(\): timeout must "):
+        lmclient.Client("http://127.0.0.1:9/v1", "m", dialect="vllm", timeout=timeout)
+
+
+def test_an_httpx_timeout_with_a_phase_left_unbounded_is_taken() -> None:
+    timeout = httpx.Timeout(5.0, read=None)
+    check_params("generate", {"timeout": timeout})
+    assert Timeouts.from_user(timeout).read == math.inf
