@@ -116,7 +116,11 @@ def test_failed_rows_are_rows_carrying_their_error(cluster: None) -> None:
 
 def test_retries_and_scalar_outputs_as_generate_many(cluster: None) -> None:
     fake = FakeLLM()
-    fake.fail(503, times=3, retry_after=0)  # retried (max_retries=2 by default): no error row
+    # Retried (max_retries=2 by default): no error row. Each failure names its row: "the first
+    # three requests" could be one call's three attempts, when its retries (Retry-After: 0)
+    # come before the other calls' first requests, as on a loaded machine.
+    fake.fail(503, times=2, retry_after=0, when="row 7.")  # twice: its last retry answers
+    fake.fail(503, times=1, retry_after=0, when="row 8.")
     with fake.serve() as url:
         out = lmclient.ray.generate(dataset(200), url, int, concurrency=4, num_cpus=0.5)
         rows = out.take_all()
