@@ -21,7 +21,7 @@ import msgspec
 
 from lmclient.errors import ValidationError
 
-from .depth import COUNTED, MAX_DEPTH, nested_deeper, too_deep, type_depth
+from .depth import MAX_DEPTH, nested_deeper, too_deep, type_depth
 from .markers import Choice, Grammar, JsonSchema, Regex
 from .patterns import DECIMAL_PATTERN, INT_KEY_PATTERN, SCALAR_GBNF, SCALAR_PATTERNS, anchored
 
@@ -196,8 +196,7 @@ def _msgspec_decoder(tp: Any, reported: Any = None) -> Callable[[str | bytes], A
     bound = type_depth(tp)
 
     def decode(text: str | bytes) -> Any:
-        # (the usual answer, shorter than COUNTED, cannot nest too deep: no call to measure it)
-        if len(text) > COUNTED and nested_deeper(text, bound):
+        if nested_deeper(text, bound):
             raise _validation_error(ValueError(too_deep(bound)), text, shown)
         try:
             return decoder.decode(text)
