@@ -26,6 +26,8 @@ msgspec into one buffer after its prefix (`data_url`), which the body then takes
 from __future__ import annotations
 
 import os
+import re
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -64,10 +66,11 @@ class Media(msgspec.Struct, frozen=True):
     constructors of `Image`, `Audio` and `Video`; equal when their contents are.
 
     Made directly (``Image("image/png", data)``), it is checked as those constructors check it
-    (a `MediaError` otherwise): a lower-case MIME type of its kind, non-empty bytes or an
-    ``http(s)`` URL, not both. The size bound (``max_bytes=``) is the constructors': it keeps a
-    file or buffer too large for any server from being read and sent; bytes given directly are
-    already the caller's, and are sent as they are."""
+    (a `MediaError` otherwise): a lower-case MIME type of its kind, well formed (type/subtype
+    and parameters of HTTP's token characters: it goes into the request body), non-empty bytes
+    or an ``http(s)`` URL, not both. The size bound (``max_bytes=``) is the constructors': it
+    keeps a file or buffer too large for any server from being read and sent; bytes given
+    directly are already the caller's, and are sent as they are."""
 
     mime: str
     data: bytes | None = None
@@ -90,6 +93,13 @@ class Media(msgspec.Struct, frozen=True):
         ):
             raise MediaError(
                 f"{name} cannot be of MIME type {mime!r} (a lower-case {self.kind}/... type)"
+            )
+        if mime and not _WELL_FORMED.fullmatch(mime):
+            raise MediaError(
+                f"{name} cannot be of MIME type {mime!r}: a MIME type is type/subtype, each a "
+                "token (letters, digits and !#$%&'*+-.^_`|~), then optionally parameters "
+                '"; name=value", the value a token or a "quoted" string without \\, comma, '
+                "semicolon or control characters"
             )
 
     def __repr__(self) -> str:  # never the bytes
@@ -120,11 +130,9 @@ class Media(msgspec.Struct, frozen=True):
         *,
         max_bytes: int = MAX_MEDIA_BYTES,
     ) -> Self:
-        """The media in the file at ``path``, read now (its size checked before it is read); its
-        MIME type as given, else from its first bytes, else from its file name."""
-        with open(path, "rb") as fh:
-            _check_size(cls, os.fstat(fh.fileno()).st_size, max_bytes)
-            data = fh.read(max_bytes + 1)  # bounded, should the file grow meanwhile
+        """The media in the regular file at ``path``, read now (its size checked before it is
+        read); its MIME type as given, else from its first bytes, else from its file name."""
+        data = _read_regular(cls, path, max_bytes)
         if not mime:
             mime = _sniff(data)
         if not mime:
@@ -169,6 +177,52 @@ def _check_size(cls: type[Media], size: int, max_bytes: int) -> None:
             f"{cls.__name__} of {size} bytes is over max_bytes={max_bytes}: pass a larger "
             "max_bytes= if the server takes it, or send a smaller one"
         )
+
+
+def _read_regular(cls: type[Media], path: str | os.PathLike[str], max_bytes: int) -> bytes:
+    """The bytes of the regular file at ``path``, at most ``max_bytes`` + 1 of them (bounded,
+    should the file grow meanwhile). Anything else is refused: opening a FIFO waits for a writer
+    without end, and a FIFO, device or socket has no size to check. The path is checked first,
+    for an error that says what it is (a socket cannot even be opened); then the file is opened
+    without waiting (``O_NONBLOCK``) and checked again, from the open file, should another have
+    taken the path's place in between."""
+    _check_regular(cls, path, os.stat(path).st_mode)
+    with open(os.open(path, _READ_FLAGS), "rb") as fh:
+        held = os.fstat(fh.fileno())
+        _check_regular(cls, path, held.st_mode)
+        _check_size(cls, held.st_size, max_bytes)
+        return fh.read(max_bytes + 1)
+
+
+# (no O_NONBLOCK on Windows, which has no FIFOs; O_BINARY there only)
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+_IRREGULAR = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def _check_regular(cls: type[Media], path: str | os.PathLike[str], mode: int) -> None:
+    if stat.S_ISREG(mode):
+        return
+    what = next((name for test, name in _IRREGULAR if test(mode)), "not a regular file")
+    raise MediaError(
+        f"{cls.__name__}.from_path() reads regular files only: {os.fspath(path)!r} is {what}: "
+        f"read its bytes yourself, within a bound, and pass them to {cls.__name__}.from_bytes()"
+    )
+
+
+# A MIME type as HTTP spells one (RFC 9110 8.3.1, RFC 6838): type/subtype of token characters,
+# then parameters. Strict, so that what a server reads is what was meant: a parameter's value
+# is a token or a quoted string without a backslash (no quoted-pair), a comma (a data: URL's
+# media type ends at its first comma, RFC 2397, and servers split it there), a semicolon (they
+# split parameters there) or a control character; optional spaces around each ";" only.
+_TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+_QUOTED = r'"[\x20\x21\x23-\x2b\x2d-\x3a\x3c-\x5b\x5d-\x7e]*"'
+_WELL_FORMED = re.compile(rf"{_TOKEN}/{_TOKEN}(?: *; *{_TOKEN}=(?:{_TOKEN}|{_QUOTED}))*")
 
 
 def _known_mime(cls: type[Media], mime: str | None) -> str:
@@ -289,6 +343,12 @@ _AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3",
 _FORMAT_MIMES = {"wav": "audio/wav", "mp3": "audio/mpeg"}
 
 
+def _essence(mime: str) -> str:
+    """A MIME type without its parameters: what ``input_audio``'s format says (it has no place
+    for them)."""
+    return mime.partition(";")[0].rstrip(" ")
+
+
 def check_media(
     where: str,
     dialect: str,
@@ -318,7 +378,7 @@ def check_media(
                 f"{where}(): {dialect} servers decode {kind}s of the types "
                 f"{', '.join(sorted(takes.mimes))} only, not {m.mime!r}"
             )
-        if part == "input_audio" and (m.url is not None or m.mime not in _AUDIO_FORMATS):
+        if part == "input_audio" and (m.url is not None or _essence(m.mime) not in _AUDIO_FORMATS):
             raise MediaError(
                 f"{where}(): {dialect} servers take audio as WAV or MP3 bytes only, not "
                 + (repr(m.url) if m.url is not None else repr(m.mime))
@@ -351,25 +411,26 @@ def _part(part: Any, parts: Mapping[str, str]) -> Any:
         assert part.data is not None
         return {
             "type": "input_audio",
-            "input_audio": {"data": part.data, "format": _AUDIO_FORMATS[part.mime]},
+            "input_audio": {"data": part.data, "format": _AUDIO_FORMATS[_essence(part.mime)]},
         }
     name = part.kind + "_url"
     url: Any = part.url if part.data is None else data_url(part.mime, part.data)
     return {"type": name, name: {"url": url}}
 
 
-_encode_into = msgspec.json.Encoder().encode_into
+_encoder = msgspec.json.Encoder()
 
 
 def data_url(mime: str, data: bytes) -> msgspec.Raw:
     """``data`` as the JSON string of its ``data:`` URL, base64 encoded once: msgspec writes
     the bytes' JSON string (``"<base64>"``) right after the prefix in one buffer of the final
     size, and its opening quote becomes the prefix's comma. The body then copies the buffer
-    in as it is (`msgspec.Raw`)."""
-    head = f'"data:{mime};base64'.encode()
+    in as it is (`msgspec.Raw`). The prefix is encoded too (its closing quote dropped), never
+    pasted: whatever the MIME type, the URL stays one JSON string."""
+    head = _encoder.encode(f"data:{mime};base64")[:-1]
     buffer = bytearray(len(head) + 2 + 4 * -(-len(data) // 3))  # its exact size: no regrowth
     buffer[: len(head)] = head
-    _encode_into(data, buffer, len(head))
+    _encoder.encode_into(data, buffer, len(head))
     buffer[len(head)] = 0x2C  # ","
     return msgspec.Raw(buffer)
 
