@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import re
-import types
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lmclient._wire import sse as _sse
 from lmclient._wire.sse import ArrayItems, ServerSentEvent, SSEDecoder
-from tests.helpers import EXAMPLES
+from tests.helpers import EXAMPLES, counted_splits
 
 SSE_FILES = sorted(EXAMPLES.glob("*.sse"))
 
@@ -132,41 +127,6 @@ json_values = st.recursive(
 )
 
 
-class Work:
-    """What the array splitter's regex searches cost: how many, the characters they pass over,
-    and the characters of each string they search, counted once per string: the text the
-    splitter built to search, which is where copying the text received so far shows."""
-
-    def __init__(self) -> None:
-        self.searches = 0
-        self.scanned = 0
-        self.held = 0
-        self.last: str | None = None  # kept, so that no later string reuses its id
-
-    def counting(self, pattern: re.Pattern[str]) -> Callable[[str, int], re.Match[str] | None]:
-        def search(text: str, pos: int) -> re.Match[str] | None:
-            m = pattern.search(text, pos)
-            self.searches += 1
-            self.scanned += (len(text) if m is None else m.end()) - pos
-            if text is not self.last:
-                self.held += len(text)
-                self.last = text
-            return m
-
-        return search
-
-
-@contextlib.contextmanager
-def counted() -> Iterator[Work]:
-    """Every regex search the array splitter makes."""
-    work = Work()
-    with pytest.MonkeyPatch.context() as mp:
-        for name in ("_IN_STRING", "_OUTSIDE"):
-            pattern = getattr(_sse, name)
-            mp.setattr(_sse, name, types.SimpleNamespace(search=work.counting(pattern)))
-        yield work
-
-
 def split_items(text: str, cuts: list[int]) -> list[Any]:
     splitter = ArrayItems()
     items: list[str] = []
@@ -192,7 +152,7 @@ def test_items_under_any_split(
     document: Any = {"value": items} if wrapped else items
     text = json.dumps(document, indent=indent, ensure_ascii=bool(data.draw(st.booleans())))
     cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=30))
-    with counted() as work:
+    with counted_splits() as work:
         assert split_items(text, cuts) == items
     # Linear: each character is passed over by at most one search and is in one searched
     # string (its delta), and each search consumes a character or ends a delta.
@@ -218,7 +178,7 @@ def test_one_long_element_in_small_deltas_is_linear_work(element: str) -> None:
     parts = [text[i : i + 16] for i in range(0, len(text), 16)]
     splitter = ArrayItems()
     items: list[str] = []
-    with counted() as work:
+    with counted_splits() as work:
         for part in parts:
             items += splitter.feed(part)
     assert items == [element, "1"] and splitter.done
@@ -232,7 +192,7 @@ def test_nothing_is_kept_but_the_open_element() -> None:
     assert splitter.feed("prose " * 1000) == []
     assert splitter.feed('{"value": [') == []
     assert splitter.feed('"ab", "c') == ['"ab"']
-    with counted() as work:
+    with counted_splits() as work:
         assert splitter.feed('d"]') == ['"cd"']
     assert work.held == len('d"]')
     assert splitter.done and splitter.feed("[1, 2]") == []
