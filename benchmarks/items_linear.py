@@ -1,9 +1,12 @@
-"""Is `Stream.items()` linear in the size of the streamed array? (issue 3)
+"""Is `Stream.items()` linear in the size of the streamed array (issue 3), and in the length of
+one element (issue 37)?
 
 Streams JSON arrays of 256 KiB to 4 MiB through a real `Stream` (SSE decoding, delta
 accumulation, the array splitter, per-item validation, final validation), fed from memory in
-16-character deltas as a server would send them, and prints time per size. Linear means each
-doubling of the bytes roughly doubles the time: the ratio column stays near 2, not 4.
+16-character deltas as a server would send them, and prints time per size: first arrays of many
+small records, then arrays of one string of that size (an element that stays open for the whole
+stream: the splitter once copied it at every delta, 48 s for 2 MiB). Linear means each doubling
+of the bytes roughly doubles the time: the ratio column stays near 2, not 4.
 
     .venv/bin/python benchmarks/items_linear.py
 """
@@ -12,7 +15,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import msgspec
 
@@ -30,7 +34,8 @@ class Record(msgspec.Struct):
     tags: list[str]
 
 
-def sse_bytes(size: int, delta_chars: int = 16) -> tuple[bytes, int]:
+def records(size: int) -> list[dict[str, Any]]:
+    """Many small records, ``size`` characters of JSON in all."""
     record = {
         "id": 1,
         "name": "Ada Lovelace",
@@ -40,7 +45,15 @@ def sse_bytes(size: int, delta_chars: int = 16) -> tuple[bytes, int]:
         "tags": ["a", "b"],
     }
     one = len(json.dumps(record)) + 2
-    items = [dict(record, id=i) for i in range(max(1, size // one))]
+    return [dict(record, id=i) for i in range(max(1, size // one))]
+
+
+def one_string(size: int) -> list[str]:
+    """One element of ``size`` characters."""
+    return ["x" * size]
+
+
+def sse_bytes(items: list[Any], delta_chars: int = 16) -> bytes:
     text = json.dumps(items)
     head = b'data: {"choices":[{"index":0,"delta":{"content":'
     tail = b'},"finish_reason":null}]}\n\n'
@@ -51,22 +64,22 @@ def sse_bytes(size: int, delta_chars: int = 16) -> tuple[bytes, int]:
     events.append(
         b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
     )
-    return b"".join(events), len(items)
+    return b"".join(events)
 
 
 def _nothing() -> None:
     pass
 
 
-def consume(raw: bytes, expected: int) -> float:
+def consume(raw: bytes, output_type: Any, expected: int) -> float:
     base = _core.ClientCore("http://bench/v1", "m", dialect="vllm", max_response_bytes=1 << 30)
-    call = base.prepare("stream", "Q", list[Record], "chat", {}, stream=True)
+    call = base.prepare("stream", "Q", output_type, "chat", {}, stream=True)
 
     def chunks() -> Iterator[bytes]:  # the network's 16 KiB reads
         for i in range(0, len(raw), 16384):
             yield raw[i : i + 16384]
 
-    stream: Stream[list[Record]] = Stream(
+    stream: Stream[Any] = Stream(
         lambda: (_stream_state.StreamState(call), StreamResponse(200, {}, chunks(), _nothing))
     )
     start = time.perf_counter()
@@ -77,15 +90,24 @@ def consume(raw: bytes, expected: int) -> float:
     return elapsed
 
 
+CASES: list[tuple[str, Callable[[int], list[Any]], Any]] = [
+    ("many records", records, list[Record]),
+    ("one string", one_string, list[str]),
+]
+
+
 def main() -> None:
-    print(f"{'array':>8} {'SSE bytes':>10} {'items':>7} {'seconds':>8} {'ratio':>6}")
-    previous = None
-    for kib in (256, 512, 1024, 2048, 4096):
-        raw, n = sse_bytes(kib * 1024)
-        best = min(consume(raw, n) for _ in range(3))
-        ratio = "" if previous is None else f"{best / previous:.2f}"
-        print(f"{kib:>5} KiB {len(raw):>10} {n:>7} {best:>8.3f} {ratio:>6}")
-        previous = best
+    for name, build, output_type in CASES:
+        print(f"{name}:")
+        print(f"{'array':>8} {'SSE bytes':>10} {'items':>7} {'seconds':>8} {'ratio':>6}")
+        previous = None
+        for kib in (256, 512, 1024, 2048, 4096):
+            items = build(kib * 1024)
+            raw = sse_bytes(items)
+            best = min(consume(raw, output_type, len(items)) for _ in range(3))
+            ratio = "" if previous is None else f"{best / previous:.2f}"
+            print(f"{kib:>5} KiB {len(raw):>10} {len(items):>7} {best:>8.3f} {ratio:>6}")
+            previous = best
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """What test modules share: recorded bytes' folders, response bodies and streams, a core and a
-call without sockets, the pool's counters, a gated fake, OpenTelemetry's in-memory exporter.
+call without sockets, the pool's counters, the array splitter's work, a gated fake,
+OpenTelemetry's in-memory exporter.
 
 A test module imports its helpers from here (or from the other helper modules beside it:
 `tests.kinds`, `tests.byte_server`, `tests.scripted_server`, ...), never from another test
@@ -9,11 +10,14 @@ modules can then no longer be moved or changed apart (`tests/test_layout.py` hol
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pathlib
+import re
 import sys
 import threading
-from collections.abc import Iterator
+import types
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -22,6 +26,7 @@ import pytest
 
 import lmclient
 from lmclient import _call, _core
+from lmclient._wire import sse as _sse
 from lmclient.testing import FakeLLM
 
 if TYPE_CHECKING:
@@ -228,3 +233,41 @@ def only(exporter: InMemorySpanExporter) -> ReadableSpan:
     finished = exporter.get_finished_spans()
     assert len(finished) == 1, [s.name for s in finished]
     return finished[0]
+
+
+# -- the work of the array splitter -----------------------------------------------------------
+
+
+class SplitterWork:
+    """What the array splitter's regex searches cost: how many, the characters they pass over,
+    and the characters of each string they search, counted once per string: the text the
+    splitter built to search, which is where copying the text received so far shows."""
+
+    def __init__(self) -> None:
+        self.searches = 0
+        self.scanned = 0
+        self.held = 0
+        self.last: str | None = None  # kept, so that no later string reuses its id
+
+    def counting(self, pattern: re.Pattern[str]) -> Callable[[str, int], re.Match[str] | None]:
+        def search(text: str, pos: int) -> re.Match[str] | None:
+            m = pattern.search(text, pos)
+            self.searches += 1
+            self.scanned += (len(text) if m is None else m.end()) - pos
+            if text is not self.last:
+                self.held += len(text)
+                self.last = text
+            return m
+
+        return search
+
+
+@contextlib.contextmanager
+def counted_splits() -> Iterator[SplitterWork]:
+    """Every regex search `ArrayItems` (the splitter behind `Stream.items()`) makes."""
+    work = SplitterWork()
+    with pytest.MonkeyPatch.context() as mp:
+        for name in ("_IN_STRING", "_OUTSIDE"):
+            pattern = getattr(_sse, name)
+            mp.setattr(_sse, name, types.SimpleNamespace(search=work.counting(pattern)))
+        yield work

@@ -12,7 +12,7 @@ import respx
 
 import lmclient
 from lmclient import errors
-from tests.helpers import make_core, text_stream
+from tests.helpers import counted_splits, make_core, text_stream
 
 BASE = "http://llm.test/v1"
 
@@ -76,6 +76,37 @@ def test_malformed_item_raises_at_that_item(respx_mock: respx.MockRouter) -> Non
         seen.extend(s.items())
     assert seen == [Person("A", 1)]
     assert info.value.text == '{"name": "B", "age": "x"}'
+
+
+def test_one_long_item_costs_work_linear_in_its_length(respx_mock: respx.MockRouter) -> None:
+    """Issue 37: one element of 150k characters in 16-character deltas, as a user streams it;
+    the splitter searches each character's delta once, not the element's text so far."""
+    long = "x" * 150_000
+    text = json.dumps([long, "short"])
+    respx_mock.post(BASE + "/chat/completions").mock(
+        return_value=sse_response(text_stream(text, size=16))
+    )
+    with (
+        counted_splits() as work,
+        lmclient.Client(BASE, model="m", dialect="vllm").stream("S", list[str]) as s,
+    ):
+        assert list(s.items()) == [long, "short"]
+    assert work.held <= len(text) and work.scanned <= len(text)
+
+
+async def test_async_one_long_item_costs_work_linear_in_its_length(
+    respx_mock: respx.MockRouter,
+) -> None:
+    long = "x" * 150_000
+    text = json.dumps({"value": [long, "short"]})
+    respx_mock.post(BASE + "/chat/completions").mock(
+        return_value=sse_response(text_stream(text, size=16))
+    )
+    async with lmclient.AsyncClient(BASE, model="m", dialect="openai") as client:
+        with counted_splits() as work:
+            async with client.stream("S", list[str]) as s:
+                assert [item async for item in s.items()] == [long, "short"]
+    assert work.held <= len(text) and work.scanned <= len(text)
 
 
 def test_items_needs_an_array_type(respx_mock: respx.MockRouter) -> None:

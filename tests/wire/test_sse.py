@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lmclient._wire.sse import ArrayItems, ServerSentEvent, SSEDecoder
-from tests.helpers import EXAMPLES
+from tests.helpers import EXAMPLES, counted_splits
 
 SSE_FILES = sorted(EXAMPLES.glob("*.sse"))
 
@@ -152,7 +152,50 @@ def test_items_under_any_split(
     document: Any = {"value": items} if wrapped else items
     text = json.dumps(document, indent=indent, ensure_ascii=bool(data.draw(st.booleans())))
     cuts = data.draw(st.lists(st.integers(0, len(text)), max_size=30))
-    assert split_items(text, cuts) == items
+    with counted_splits() as work:
+        assert split_items(text, cuts) == items
+    # Linear: each character is passed over by at most one search and is in one searched
+    # string (its delta), and each search consumes a character or ends a delta.
+    assert work.scanned <= len(text) and work.held <= len(text)
+    assert work.searches <= len(text) + len(cuts) + 1
+
+
+@pytest.mark.parametrize(
+    "element",
+    [
+        json.dumps("x" * 200_000),  # one long string
+        json.dumps('a\\"],[{' * 20_000),  # escapes and brackets inside it
+        json.dumps([[i, {"k": [i]}] for i in range(10_000)]),  # nesting: commas inside it
+    ],
+    ids=["string", "escapes", "nested"],
+)
+def test_one_long_element_in_small_deltas_is_linear_work(element: str) -> None:
+    """Issue 37: the splitter added each delta to the element's text so far and searched that
+    from where it had stopped, so an element of n characters in 16-character deltas copied
+    n²/32 characters (2M characters: 47 s). Now each delta is searched alone and the element's
+    pieces are joined once."""
+    text = f'{{"value": [{element}, 1]}}'
+    parts = [text[i : i + 16] for i in range(0, len(text), 16)]
+    splitter = ArrayItems()
+    items: list[str] = []
+    with counted_splits() as work:
+        for part in parts:
+            items += splitter.feed(part)
+    assert items == [element, "1"] and splitter.done
+    assert work.held <= len(text) and work.scanned <= len(text)
+    assert work.searches <= len(text) + len(parts)
+
+
+def test_nothing_is_kept_but_the_open_element() -> None:
+    """Text before the array and after an element closed is not carried into later deltas."""
+    splitter = ArrayItems()
+    assert splitter.feed("prose " * 1000) == []
+    assert splitter.feed('{"value": [') == []
+    assert splitter.feed('"ab", "c') == ['"ab"']
+    with counted_splits() as work:
+        assert splitter.feed('d"]') == ['"cd"']
+    assert work.held == len('d"]')
+    assert splitter.done and splitter.feed("[1, 2]") == []
 
 
 def test_items_are_yielded_as_soon_as_they_close() -> None:
