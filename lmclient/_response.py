@@ -29,7 +29,9 @@ class Response(msgspec.Struct, Generic[T], frozen=True):
     see the client's ``whitespace=``) rather than its own JSON converter. ``usage`` is the
     last answer's; ``total_usage`` the sum of every answer's the call received (the invalid
     ones that were re-asked, and the last) that reported usage; a retried attempt ended in an
-    error status, which reports none. `metrics` is what the server measured of the request,
+    error status, which reports none. ``unmetered`` is how many of those answers reported no
+    usage, or only part of it: with any, ``total_usage`` falls short by their tokens, and a
+    `UsageTotal` counts the call as unmetered. `metrics` is what the server measured of the request,
     where it sends it: `VllmMetrics` or `LlamaCppTimings`.
 
     The body is kept as received, undecoded, so that `raw` and `metrics` cost only the calls
@@ -47,6 +49,8 @@ class Response(msgspec.Struct, Generic[T], frozen=True):
     _body: bytes | list[bytes] | None = msgspec.field(name="body")
     # every answer's usage: the invalid ones that were re-asked, and the last (`add_usage`)
     total_usage: Usage | None = None
+    # of those answers, how many had no usage to count (`_usage.counted`)
+    unmetered: int = 0
     reasoning: str | None = None
     logprobs: list[TokenLogprob] | None = None
     retries: int = 0
