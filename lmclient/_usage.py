@@ -39,7 +39,13 @@ def check_budget(budget: int, usage: Usage | None, what: str, *, unmetered: bool
         raise errors.TokenBudgetExceeded(budget=budget, spent=spent, usage=usage, what=what)
 
 
-_COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens", "reasoning_tokens")
+_COUNTS = (
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "cached_tokens",
+    "reasoning_tokens",
+)
 
 
 def check_counts(where: str, usage: Usage) -> None:
