@@ -31,8 +31,8 @@ class Response(msgspec.Struct, Generic[T], frozen=True):
     ones that were re-asked, and the last) that reported usage; a retried attempt ended in an
     error status, which reports none. ``unmetered`` is how many of those answers reported no
     usage, or only part of it: with any, ``total_usage`` falls short by their tokens, and a
-    `UsageTotal` counts the call as unmetered. `metrics` is what the server measured of the request,
-    where it sends it: `VllmMetrics` or `LlamaCppTimings`.
+    `UsageTotal` counts the call as unmetered. `metrics` is what the server measured of the
+    request, where it sends it: `VllmMetrics` or `LlamaCppTimings`.
 
     The body is kept as received, undecoded, so that `raw` and `metrics` cost only the calls
     that read them (msgspec encodes it as ``body``, in base64; encode `raw` for the JSON). A
