@@ -10,7 +10,7 @@ import msgspec
 from ._headers import Headers
 from ._tools import ToolCall
 from ._wire.protocol import LlamaCppTimings, Measured, TokenLogprob, Usage, VllmMetrics
-from .errors import ConfidenceError
+from .errors import ConfidenceError, ProtocolError
 
 __all__ = ["Response"]
 
@@ -104,7 +104,10 @@ class Response(msgspec.Struct, Generic[T], frozen=True):
         if body is None:
             return None
         for data in reversed(body) if isinstance(body, list) else (body,):
-            measured = _measured(data)
+            try:
+                measured = _measured(data)
+            except msgspec.ValidationError as exc:  # the call decoded it: it is JSON
+                raise ProtocolError(f"unexpected measures ({exc})", body=data) from None
             if measured.metrics is not None or measured.timings is not None:
                 return measured.metrics or measured.timings
         return None

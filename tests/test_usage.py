@@ -355,3 +355,18 @@ def test_usage_total_refuses_a_negative_count_of_ones_own() -> None:
     largest = lmclient.Usage(2**53 - 1, 0)
     with pytest.raises(lmclient.TokenBudgetExceeded):  # a sum may pass the largest count
         total.check(largest + largest)
+
+
+def test_llamacpp_timings_keep_its_minus_one_and_a_bad_measure_is_a_protocol_error() -> None:
+    """llama.cpp's ``timings`` say -1 for a count they did not measure: kept as sent (no budget
+    reads them). A measure of the wrong type was msgspec's own error, from `Response.metrics`."""
+    body = chat_body("yes")
+    body["timings"] = {"cache_n": -1, "prompt_n": -1, "predicted_n": 3}
+    response = finish(json.dumps(body).encode())
+    assert response.metrics == lmclient.LlamaCppTimings(cache_n=-1, prompt_n=-1, predicted_n=3)
+    body["timings"] = {"prompt_n": "many"}
+    sent = json.dumps(body).encode()
+    response = finish(sent)
+    with pytest.raises(lmclient.ProtocolError, match=r"at `\$\.timings\.prompt_n`") as info:
+        _ = response.metrics
+    assert info.value.body == sent

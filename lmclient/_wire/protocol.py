@@ -138,7 +138,9 @@ class LlamaCppTimings(msgspec.Struct, frozen=True, gc=False):
     """llama.cpp's ``timings`` (every answer; in a stream, on the last chunks): prompt tokens
     taken from the cache (``cache_n``) and evaluated (``prompt_n``), generated tokens
     (``predicted_n``), the milliseconds each phase took, and their rates. With speculative
-    decoding, ``draft_n`` and ``draft_n_accepted``."""
+    decoding, ``draft_n`` and ``draft_n_accepted``. Its counts are plain ints, not `Count`s:
+    llama.cpp sends -1 for one it did not measure (``result_timings``' defaults), and no
+    budget reads them."""
 
     cache_n: int | None = None
     prompt_n: int | None = None
