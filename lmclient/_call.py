@@ -208,6 +208,7 @@ class Call(Attempts, kw_only=True):
     reasks: int = 0
     attempts: Sequence[str] = ()  # texts of the answers re-asked so far
     spent: Usage | None = None  # the usage of the answers re-asked so far (`add_usage`)
+    unmetered: int = 0  # of the answers re-asked so far, those with no usage to count
     many: Many | None = None  # the budgeted batch the call is an item of
     probabilities: bool = False  # create(probabilities=True): `Response.probabilities`
     # A continuation of the answer (`_confidence.continuation`): the answer, what was read of
@@ -298,6 +299,7 @@ class Call(Attempts, kw_only=True):
             reasks=self.reasks + 1,
             attempts=exc.attempts,
             spent=exc.total_usage,
+            unmetered=exc.unmetered,
         )
         log.warning(
             "re-ask %d of %d after invalid output: %s",
@@ -311,7 +313,7 @@ class Call(Attempts, kw_only=True):
         """Raise `TokenBudgetExceeded` instead of asking again once the call's ``token_budget``
         or its batch's is spent by its answers (``exc``'s the last), or one of them reported
         no usage to count."""
-        unmetered = counted(exc.usage) is None
+        unmetered = exc.unmetered > 0
         try:
             budget = self.settings.token_budget
             if budget is not None:
@@ -419,6 +421,7 @@ class Call(Attempts, kw_only=True):
         """Put on ``exc`` the usage of the answer it rejects, and the call's total so far."""
         exc.usage = usage
         exc.total_usage = add_usage(self.spent, usage)
+        exc.unmetered = self.unmetered + (counted(usage) is None)
 
     def result(
         self,
@@ -484,6 +487,7 @@ class Call(Attempts, kw_only=True):
             id=id,
             _body=raw,
             total_usage=usage if spent is None else add_usage(spent, usage),
+            unmetered=self.unmetered + (counted(usage) is None),
             reasoning=reasoning,
             logprobs=logprobs,
             retries=self.retries,
@@ -544,7 +548,11 @@ class Call(Attempts, kw_only=True):
             usage = completion.usage
             if completion.choices and completion.choices[0].logprobs is not None:
                 tokens = completion.choices[0].logprobs.normalized()
-        answer = msgspec.structs.replace(answer, total_usage=add_usage(answer.total_usage, usage))
+        answer = msgspec.structs.replace(
+            answer,
+            total_usage=add_usage(answer.total_usage, usage),
+            unmetered=answer.unmetered + (counted(usage) is None),
+        )
         try:
             reading = split(reading, tokens)
             if reading.waiting:

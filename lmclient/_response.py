@@ -10,7 +10,7 @@ import msgspec
 from ._headers import Headers
 from ._tools import ToolCall
 from ._wire.protocol import LlamaCppTimings, Measured, TokenLogprob, Usage, VllmMetrics
-from .errors import ConfidenceError
+from .errors import ConfidenceError, ProtocolError
 
 __all__ = ["Response"]
 
@@ -29,8 +29,10 @@ class Response(msgspec.Struct, Generic[T], frozen=True):
     see the client's ``whitespace=``) rather than its own JSON converter. ``usage`` is the
     last answer's; ``total_usage`` the sum of every answer's the call received (the invalid
     ones that were re-asked, and the last) that reported usage; a retried attempt ended in an
-    error status, which reports none. `metrics` is what the server measured of the request,
-    where it sends it: `VllmMetrics` or `LlamaCppTimings`.
+    error status, which reports none. ``unmetered`` is how many of those answers reported no
+    usage, or only part of it: with any, ``total_usage`` falls short by their tokens, and a
+    `UsageTotal` counts the call as unmetered. `metrics` is what the server measured of the
+    request, where it sends it: `VllmMetrics` or `LlamaCppTimings`.
 
     The body is kept as received, undecoded, so that `raw` and `metrics` cost only the calls
     that read them (msgspec encodes it as ``body``, in base64; encode `raw` for the JSON). A
@@ -47,6 +49,8 @@ class Response(msgspec.Struct, Generic[T], frozen=True):
     _body: bytes | list[bytes] | None = msgspec.field(name="body")
     # every answer's usage: the invalid ones that were re-asked, and the last (`add_usage`)
     total_usage: Usage | None = None
+    # of those answers, how many had no usage to count (`_usage.counted`)
+    unmetered: int = 0
     reasoning: str | None = None
     logprobs: list[TokenLogprob] | None = None
     retries: int = 0
@@ -100,7 +104,10 @@ class Response(msgspec.Struct, Generic[T], frozen=True):
         if body is None:
             return None
         for data in reversed(body) if isinstance(body, list) else (body,):
-            measured = _measured(data)
+            try:
+                measured = _measured(data)
+            except msgspec.ValidationError as exc:  # the call decoded it: it is JSON
+                raise ProtocolError(f"unexpected measures ({exc})", body=data) from None
             if measured.metrics is not None or measured.timings is not None:
                 return measured.metrics or measured.timings
         return None

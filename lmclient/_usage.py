@@ -5,7 +5,9 @@ A budget counts what the server reports (prompt and completion tokens), checked 
 re-ask and each new batch item, never inside an answer: no server can be told to stop at a
 count summed over several requests, so the answer in flight when a budget runs out is counted
 whole, and the error says by how much it passed. An answer without usage leaves the budget
-uncountable: it is taken as spent (fail closed), never as free.
+uncountable: it is taken as spent (fail closed), never as free; so is a call one of whose
+answers had none (`Response.unmetered`), and an answer that could not be read (a
+`ProtocolError`: a count below 0 is one, which would otherwise take tokens off the budget).
 """
 
 from __future__ import annotations
@@ -37,6 +39,30 @@ def check_budget(budget: int, usage: Usage | None, what: str, *, unmetered: bool
         raise errors.TokenBudgetExceeded(budget=budget, spent=spent, usage=usage, what=what)
 
 
+_COUNTS = (
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "cached_tokens",
+    "reasoning_tokens",
+)
+
+
+def check_counts(where: str, usage: Usage) -> None:
+    """Refuse a `Usage` built by hand whose counts are no counts: a decoded one was checked by
+    msgspec (`protocol.Count`), but a count below 0 given to `UsageTotal` would take tokens
+    off its total, and its budget would fail open. (No upper bound: a sum of decoded counts
+    may pass `protocol.MAX_COUNT`, and a count too large only spends a budget.)"""
+    for name in _COUNTS:
+        value = getattr(usage, name)
+        if value is None or (type(value) is int and value >= 0):
+            continue
+        raise ValueError(
+            f"{where}: {name}={value!r} is no count: counts of tokens are ints >= 0; pass "
+            "the counts the server reported (Response.usage)"
+        )
+
+
 def budget_problem(value: object) -> str | None:
     """Why ``value`` cannot be a ``token_budget``, if it cannot."""
     if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
@@ -57,8 +83,9 @@ class UsageTotal:
     ``usage`` is the sum (``None`` until an item reported some; each count summed over the
     items that state it, see `Usage`), ``calls`` the items added, ``unreported`` those among
     them that reported none (a server that sends no usage, an error status): their tokens are
-    not in the sum; ``unmetered`` the answers among them that reported none (an error status
-    is no answer).
+    not in the sum; ``unmetered`` the calls among them an answer of which reported none, or
+    only part of it (`Response.unmetered`), or could not be read (`ProtocolError`); an error
+    status is no answer.
 
     With ``token_budget``, every batch given this total starts no item, and asks no item
     again, once its prompt and completion tokens reached the budget (`TokenBudgetExceeded`);
@@ -96,8 +123,14 @@ class UsageTotal:
             if isinstance(outcome, errors.TokenBudgetExceeded):
                 answer = outcome.__cause__
             if isinstance(answer, (Response, errors.ValidationError)):
-                self.unmetered += counted(answer.usage) is None
+                # `unmetered` counts the call's answers; an error raised outside a call (a
+                # stream's item) has only its own usage.
+                self.unmetered += answer.unmetered > 0 or counted(answer.usage) is None
+            elif isinstance(answer, errors.ProtocolError):
+                self.unmetered += 1  # an answer, maybe paid for, whose usage cannot be read
         elif outcome is None or isinstance(outcome, Usage):
+            if outcome is not None:
+                check_counts("UsageTotal.add()", outcome)
             spent = outcome
             self.unmetered += outcome is None
         else:
@@ -117,6 +150,8 @@ class UsageTotal:
         """Raise `TokenBudgetExceeded` if the budget is spent, counting ``spent`` too (a call's
         answers not added yet; ``unmetered``: one of them reported no usage); nothing without
         a budget."""
+        if spent is not None:
+            check_counts("UsageTotal.check()", spent)
         budget = self.token_budget
         if budget is not None:
             usage = add_usage(self.usage, spent)

@@ -196,11 +196,13 @@ class ValidationError(LMClientError):
     ``output_type`` is ``None`` for a tool call that does not keep to the call's tools or
     ``tool_choice``. ``usage`` is the usage the answer reported, ``total_usage`` the sum over
     every answer of the call (the re-asked ones too), as `Response.total_usage`; both ``None``
-    when the error did not come from an answer or the server reported none.
+    when the error did not come from an answer or the server reported none. ``unmetered`` is
+    how many of those answers reported no usage, or only part of it, as `Response.unmetered`.
     """
 
     usage: Any = None
     total_usage: Any = None
+    unmetered: int = 0
 
     def __init__(
         self,
@@ -286,7 +288,10 @@ class TokenBudgetExceeded(LMClientError):
 
     def __init__(self, *, budget: int, spent: int | None, usage: Any, what: str) -> None:
         if spent is None:
-            said = f"an answer reported no usage, so the {what}'s token_budget cannot be kept"
+            said = (
+                f"an answer reported no usage that can be counted, so the {what}'s "
+                "token_budget cannot be kept"
+            )
         else:
             over = f", {spent - budget} over" if spent > budget else ""
             said = f"the {what} has spent {spent} tokens of its token_budget of {budget}{over}"

@@ -78,6 +78,7 @@ def test_big_endian_hosts_swap_the_little_endian_wire_bytes(
         (body((0, [1.0]), (-1, [1.0])), 2, None, "index -1 is out of place"),
         (body((0, [1.0, 2.0]), (1, b64([1.0]))), 2, None, "embedding 1 has 1 dimensions"),
         (body((0, [1.0, 2.0])), 1, 3, "may ignore dimensions"),
+        (body((0, [1.0]), usage={"prompt_tokens": -2}), 1, None, r"`int` >= 0 - at `\$.usage"),
     ],
 )
 def test_a_malformed_answer_is_a_protocol_error_carrying_the_body(

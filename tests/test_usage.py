@@ -301,3 +301,72 @@ def test_usage_total_takes_only_outcomes() -> None:
     assert (total.usage, total.calls, total.unreported) == (lmclient.Usage(1, 1, 2), 3, 2)
     with pytest.raises(TypeError, match=r"UsageTotal\.add"):
         total.add(5)
+
+
+# -- counts no server can have made (issue 37) -------------------------------------------------
+
+COUNTS = [
+    ({"prompt_tokens": -1}, "$.usage.prompt_tokens"),
+    ({"completion_tokens": -1000}, "$.usage.completion_tokens"),
+    ({"total_tokens": -(2**62)}, "$.usage.total_tokens"),
+    ({"prompt_tokens_details": {"cached_tokens": -1}}, "$.usage.prompt_tokens_details"),
+    ({"completion_tokens_details": {"reasoning_tokens": -1}}, "completion_tokens_details"),
+    ({"reasoning_tokens": -1}, "$.usage.reasoning_tokens"),  # SGLang's place
+    ({"prompt_tokens": 2**53}, "$.usage.prompt_tokens"),  # past JSON's exact integers
+    ({"prompt_tokens": 2**64}, "$.usage.prompt_tokens"),
+]
+
+
+@pytest.mark.parametrize(("counts", "where"), COUNTS)
+def test_a_count_below_zero_or_past_any_count_is_a_protocol_error(
+    counts: dict[str, Any], where: str
+) -> None:
+    """A negative count would take tokens off a budget (fail open); one past 2**53 - 1 is no
+    count either, and would overflow the int64 columns sums are written to."""
+    body = chat_body("5")
+    body["usage"] = {"prompt_tokens": 20, "completion_tokens": 9, **counts}
+    sent = json.dumps(body).encode()
+    with pytest.raises(lmclient.ProtocolError, match=r"unexpected response body") as info:
+        finish(sent, output_type=int)
+    assert where in str(info.value) and info.value.body == sent
+    chunk = {"choices": [], "usage": body["usage"]}
+    sse = b"data: " + json.dumps(chunk).encode() + b"\n\ndata: [DONE]\n\n"
+    with pytest.raises(lmclient.ProtocolError, match=r"bad stream event") as info:
+        stream_response(sse)
+    assert where in str(info.value)
+
+
+def test_the_largest_count_and_zero_are_counts() -> None:
+    body = chat_body("5")
+    body["usage"] = {"prompt_tokens": 2**53 - 1, "completion_tokens": 0}
+    response = finish(json.dumps(body).encode(), output_type=int)
+    assert response.usage == lmclient.Usage(2**53 - 1, 0)
+
+
+def test_usage_total_refuses_a_negative_count_of_ones_own() -> None:
+    """A `Usage` built by hand is not decoded: `add` and `check` refuse a negative count
+    rather than let it take tokens off the total."""
+    total = lmclient.UsageTotal(token_budget=100)
+    with pytest.raises(ValueError, match=r"completion_tokens=-5 is no count: .* ints >= 0"):
+        total.add(lmclient.Usage(10, -5))
+    with pytest.raises(ValueError, match=r"UsageTotal\.check\(\): prompt_tokens=-200"):
+        total.check(lmclient.Usage(-200, 0))
+    assert (total.calls, total.usage) == (0, None)
+    largest = lmclient.Usage(2**53 - 1, 0)
+    with pytest.raises(lmclient.TokenBudgetExceeded):  # a sum may pass the largest count
+        total.check(largest + largest)
+
+
+def test_llamacpp_timings_keep_its_minus_one_and_a_bad_measure_is_a_protocol_error() -> None:
+    """llama.cpp's ``timings`` say -1 for a count they did not measure: kept as sent (no budget
+    reads them). A measure of the wrong type was msgspec's own error, from `Response.metrics`."""
+    body = chat_body("yes")
+    body["timings"] = {"cache_n": -1, "prompt_n": -1, "predicted_n": 3}
+    response = finish(json.dumps(body).encode())
+    assert response.metrics == lmclient.LlamaCppTimings(cache_n=-1, prompt_n=-1, predicted_n=3)
+    body["timings"] = {"prompt_n": "many"}
+    sent = json.dumps(body).encode()
+    response = finish(sent)
+    with pytest.raises(lmclient.ProtocolError, match=r"at `\$\.timings\.prompt_n`") as info:
+        _ = response.metrics
+    assert info.value.body == sent

@@ -12,11 +12,12 @@ order finds each field at the first comparison.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, TypeAlias
 
 import msgspec
 
 __all__ = [
+    "MAX_COUNT",
     "ChatCompletion",
     "ChatLogprobs",
     "Completion",
@@ -35,20 +36,27 @@ __all__ = [
     "WireToolCall",
 ]
 
+# The largest token count a server may report: JSON's largest exact integer (RFC 8259 §6), far
+# past any request's tokens, and 1024 such counts still sum within an int64 (the columns
+# `lmclient.ray` writes). A count below 0 would take tokens off a budget, which then fails open:
+# either is bad bytes, a `ProtocolError` carrying the body, as any field of the wrong type is.
+MAX_COUNT = 2**53 - 1
+Count: TypeAlias = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
+
 
 class PromptTokensDetails(msgspec.Struct, frozen=True, gc=False):
     """``usage.prompt_tokens_details``: of the prompt tokens, how many the server read from its
     prefix cache (OpenAI; vLLM with ``--enable-prompt-tokens-details``; SGLang with
     ``--enable-cache-report``; llama.cpp always)."""
 
-    cached_tokens: int | None = None
+    cached_tokens: Count | None = None
 
 
 class CompletionTokensDetails(msgspec.Struct, frozen=True, gc=False):
     """``usage.completion_tokens_details``: of the completion tokens, how many were reasoning
     (OpenAI; vLLM with a reasoning parser)."""
 
-    reasoning_tokens: int | None = None
+    reasoning_tokens: Count | None = None
 
 
 class Usage(msgspec.Struct, frozen=True, gc=False, omit_defaults=True, repr_omit_defaults=True):
@@ -57,15 +65,16 @@ class Usage(msgspec.Struct, frozen=True, gc=False, omit_defaults=True, repr_omit
     The details are the servers' own objects; `cached_tokens` and `reasoning_tokens` read them
     wherever the server put them (SGLang sends ``reasoning_tokens`` beside the counts, kept in
     ``sglang_reasoning_tokens``). Whatever else a server adds to ``usage`` is in
-    `Response.raw`. ``a + b`` sums two reports (see `add_usage`).
+    `Response.raw`. ``a + b`` sums two reports (see `add_usage`). A count the server sent is
+    decoded only from 0 to `MAX_COUNT`: any other is no count (a `ProtocolError`).
     """
 
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    total_tokens: int | None = None
+    prompt_tokens: Count | None = None
+    completion_tokens: Count | None = None
+    total_tokens: Count | None = None
     prompt_tokens_details: PromptTokensDetails | None = None
     completion_tokens_details: CompletionTokensDetails | None = None
-    sglang_reasoning_tokens: int | None = msgspec.field(default=None, name="reasoning_tokens")
+    sglang_reasoning_tokens: Count | None = msgspec.field(default=None, name="reasoning_tokens")
 
     @property
     def cached_tokens(self) -> int | None:
@@ -129,7 +138,9 @@ class LlamaCppTimings(msgspec.Struct, frozen=True, gc=False):
     """llama.cpp's ``timings`` (every answer; in a stream, on the last chunks): prompt tokens
     taken from the cache (``cache_n``) and evaluated (``prompt_n``), generated tokens
     (``predicted_n``), the milliseconds each phase took, and their rates. With speculative
-    decoding, ``draft_n`` and ``draft_n_accepted``."""
+    decoding, ``draft_n`` and ``draft_n_accepted``. Its counts are plain ints, not `Count`s:
+    llama.cpp sends -1 for one it did not measure (``result_timings``' defaults), and no
+    budget reads them."""
 
     cache_n: int | None = None
     prompt_n: int | None = None

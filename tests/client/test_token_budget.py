@@ -296,3 +296,116 @@ async def test_hooks_see_the_call_a_budget_stopped(fake: FakeLLM, url: str) -> N
     assert [e.error for e in failed] == ["TokenBudgetExceeded"] * 2
     assert failed[0].total_usage == lmclient.Usage(10, 5) and failed[1].total_usage is None
     assert sum(isinstance(e, lmclient.RequestSent) for e in events) == 1
+
+
+# -- counts no server can have made (issue 37) ----------------------------------------------------
+
+
+def test_a_negative_count_fails_the_call_instead_of_refunding_its_budget(
+    fake: FakeLLM, url: str
+) -> None:
+    """``prompt_tokens: -1000`` took tokens off what each answer spent: a call with
+    ``token_budget=100`` was asked 11 times (all its 10 re-asks). The count is bad bytes: the
+    call fails at the first answer, its body in the error."""
+    fake.reply("x", usage=usage(-1000, 5))
+    with (
+        lmclient.Client(url, MODEL, max_reasks=10) as client,
+        pytest.raises(lmclient.ProtocolError) as info,
+    ):
+        client.generate("N?", int, token_budget=100)
+    assert "Expected `int` >= 0 - at `$.usage.prompt_tokens`" in str(info.value)
+    body = info.value.body
+    assert isinstance(body, bytes) and b'"prompt_tokens":-1000' in body
+    assert len(chats(fake)) == 1
+
+
+async def test_async_a_batch_stops_at_an_answer_it_cannot_count(fake: FakeLLM, url: str) -> None:
+    """The same server ran 20 of 20 items of a batch with a budget of 200: an answer whose
+    usage cannot be read is unmetered, which spends the budget."""
+    fake.reply("1", usage=usage(-1000, 5))
+    async with lmclient.AsyncClient(url, MODEL) as client:
+        values = await client.generate_many(
+            [f"item {i}" for i in range(20)],
+            int,
+            concurrency=1,
+            return_exceptions=True,
+            token_budget=200,
+        )
+    assert isinstance(values[0], lmclient.ProtocolError)
+    for stopped in values[1:]:
+        assert isinstance(stopped, lmclient.TokenBudgetExceeded) and stopped.spent is None
+    assert len(chats(fake)) == 1
+
+
+def test_a_usage_total_is_never_driven_below_zero(fake: FakeLLM, url: str) -> None:
+    """One answer of ``-2**62`` prompt tokens left a ``UsageTotal(token_budget=1000)``
+    negative, after which 40 of 40 honest items of 50 tokens ran (20 fit)."""
+    fake.reply("1", usage=usage(-(2**62), 5), times=1)
+    fake.reply("1", usage=usage(40, 10))
+    total = lmclient.UsageTotal(token_budget=1000)
+    with lmclient.Client(url, MODEL) as client:
+        [lying] = client.generate_many(["a"], int, usage=total, return_exceptions=True)
+        honest = client.generate_many(
+            [f"item {i}" for i in range(40)],
+            int,
+            concurrency=1,
+            usage=total,
+            return_exceptions=True,
+        )
+    assert isinstance(lying, lmclient.ProtocolError)
+    assert total.usage is None and total.spent is None and total.unmetered == 1
+    assert all(isinstance(value, lmclient.TokenBudgetExceeded) for value in honest)
+    assert len(chats(fake)) == 1
+
+
+def test_an_honest_server_still_runs_up_to_the_budget(fake: FakeLLM, url: str) -> None:
+    """The counterpart of the lying server above: 20 items of 50 tokens fit 1000."""
+    fake.reply("1", usage=usage(40, 10))
+    total = lmclient.UsageTotal(token_budget=1000)
+    with lmclient.Client(url, MODEL) as client:
+        values = client.generate_many(
+            [f"item {i}" for i in range(40)],
+            int,
+            concurrency=1,
+            usage=total,
+            return_exceptions=True,
+        )
+    assert values[:20] == [1] * 20
+    assert all(isinstance(value, lmclient.TokenBudgetExceeded) for value in values[20:])
+    assert total.spent == 1000 and len(chats(fake)) == 20
+
+
+# -- a call whose earlier answer reported no usage (issue 37) -------------------------------------
+
+
+def test_a_call_with_an_unmetered_reasked_answer_is_unmetered(fake: FakeLLM, url: str) -> None:
+    """``total_usage`` sums the answers that reported usage; a `UsageTotal` counted such a call
+    as metered when only its last answer had usage, so its total was a number where the docs
+    promise it is uncountable."""
+    fake.reply("x", usage={}, times=1)
+    fake.reply("7", usage=usage(10, 5))
+    total = lmclient.UsageTotal()
+    with lmclient.Client(url, MODEL, max_reasks=1) as client:
+        response = client.create("N?", int)
+        values = client.generate_many(["a"], int, usage=total)  # answered "7": metered
+        total.add(response)
+    assert values == [7] and response.value == 7
+    assert (total.calls, total.unmetered, total.spent) == (2, 1, None)
+    assert response.total_usage == lmclient.Usage(10, 5) and response.unmetered == 1
+
+
+async def test_async_an_invalid_call_with_an_unmetered_answer_is_unmetered(
+    fake: FakeLLM, url: str
+) -> None:
+    """The same for a call that failed after its re-asks, and for one a budget stopped after
+    an answer with only part of the usage."""
+    fake.reply("x", usage={"prompt_tokens": 10}, times=1)
+    fake.reply("y", usage=usage(10, 5), times=1)
+    fake.reply("z", usage=usage(10, 5))
+    total = lmclient.UsageTotal()
+    async with lmclient.AsyncClient(url, MODEL, max_reasks=1) as client:
+        values = await client.generate_many(["a"], int, usage=total, return_exceptions=True)
+    [invalid] = values
+    assert isinstance(invalid, lmclient.ValidationError) and invalid.attempts == ["x", "y"]
+    assert (total.calls, total.unmetered, total.spent) == (1, 1, None)
+    assert invalid.total_usage == lmclient.Usage(20, 5) and invalid.unmetered == 1
