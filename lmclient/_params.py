@@ -9,7 +9,9 @@ also reads for 600 s).
 
 from __future__ import annotations
 
+import difflib
 import functools
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypedDict
@@ -24,6 +26,7 @@ from ._tools import Tool
 __all__ = [
     "AS_GIVEN",
     "CALL_PARAMS",
+    "MAX_SECONDS",
     "PARAMS",
     "RESPELT",
     "CallParams",
@@ -143,6 +146,32 @@ RESPELT = frozenset({"stop", "logprobs", "top_logprobs"})
 # The body parameters sent as they are: not respelt, nor read by lmclient (`CALL_PARAMS`).
 AS_GIVEN = frozenset(_BODY_PARAMS) - RESPELT
 _CREATE_ONLY = ("n", "probabilities")  # `check_params`'s ``allow_n``
+_IN_EXTRA_BODY = "pass it in extra_body={{{name!r}: ...}}, which lmclient sends as given"
+# What an unknown parameter is told to do instead (`check_params`): the ones a user of the
+# OpenAI SDK, or of a server's own extensions, passes by habit, and create()'s own elsewhere.
+_INSTEAD: dict[str, str] = {
+    **dict.fromkeys(_CREATE_ONLY, "{name} is a parameter of create() only"),
+    "response_format": (
+        "pass the output type as the second argument instead, as in generate(prompt, Person); "
+        "lmclient.JsonSchema(schema) for a JSON schema, typing.Any for any JSON"
+    ),
+    "messages": (
+        "pass the messages as the prompt instead, as in "
+        "generate([{{'role': 'user', 'content': 'Hi'}}])"
+    ),
+    "max_completion_tokens": "lmclient spells it max_tokens=",
+    "max_output_tokens": "lmclient spells it max_tokens=",
+    "stream": "call stream(prompt, ...) instead, a context manager",
+    "functions": "pass tools=[lmclient.Tool(...)] instead",
+    "function_call": "pass tool_choice= instead: 'auto', 'required', 'none' or one of the tools",
+    "extra_headers": "lmclient spells it headers=",
+    **dict.fromkeys(
+        ("guided_json", "guided_regex", "guided_choice", "guided_grammar"),
+        "pass the output type as the second argument instead: "
+        "lmclient.JsonSchema(...), Regex(...), Choice([...]) or Grammar(...)",
+    ),
+    **dict.fromkeys(("top_k", "min_p", "repetition_penalty"), _IN_EXTRA_BODY),
+}
 _EFFORTS = ("low", "medium", "high")
 _CHOICES = ("auto", "required", "none")
 PARAMS = {**_BODY_PARAMS, **CALL_PARAMS}
@@ -164,14 +193,12 @@ def check_params(where: str, params: Mapping[str, Any], *, allow_n: bool = False
     for name, value in params.items():
         check = checks.get(name)
         if check is None:
-            if name in _CREATE_ONLY:
-                if value is None:  # (``n=None``: the default, taken everywhere)
-                    as_given = False
-                    continue
-                hint = f" ({name} is a parameter of create() only)"
-            else:
-                hint = ""
-            raise TypeError(f"{where}() got an unexpected keyword argument {name!r}{hint}")
+            if value is None and name in _CREATE_ONLY:  # (``n=None``: the default, taken
+                as_given = False  # everywhere)
+                continue
+            raise TypeError(
+                f"{where}() got an unexpected keyword argument {name!r}{_instead(name, checks)}"
+            )
         if value is None:
             as_given = False  # left out of the body
             continue
@@ -191,6 +218,16 @@ def check_params(where: str, params: Mapping[str, Any], *, allow_n: bool = False
         if not sent:
             as_given = False
     return as_given
+
+
+def _instead(name: str, checks: Mapping[str, object]) -> str:
+    """What a parameter lmclient does not take is told to do instead: its entry in `_INSTEAD`,
+    else the parameter it may be a misspelling of (called only on the way to the error)."""
+    instead = _INSTEAD.get(name)
+    if instead is not None:
+        return f" ({instead.format(name=name)})"
+    close = difflib.get_close_matches(name, checks, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _strings(value: str | Sequence[Any]) -> str | None:
@@ -219,17 +256,30 @@ def _effort(value: str) -> str | None:
     return None if value in _EFFORTS else "must be one of " + ", ".join(map(repr, _EFFORTS))
 
 
+# The longest finite timeout or deadline taken, in seconds: a year. Far longer, a wait fails in
+# the system instead of ending: ``socket.settimeout`` raises `OverflowError` past about 292 years
+# (nanoseconds in 64 bits), in the middle of a call. A year is far from that, and beyond any wait
+# a call needs; one bound for both clients (asyncio takes any float), ``math.inf`` for none.
+MAX_SECONDS = 365 * 24 * 3600
+_A_YEAR = f"{MAX_SECONDS} seconds (a year)"
+
+
 def _seconds(value: Any) -> str | None:
-    """A timeout or deadline: more than zero seconds (NaN is not, and would wait forever); an
-    `httpx.Timeout` the same in each phase it bounds (None: no limit). Its 0, which httpx takes
-    as "time out at once", is refused rather than read as no limit."""
+    """A timeout or deadline: more than zero seconds (NaN is not, and would wait forever), at
+    most `MAX_SECONDS` or infinite; an `httpx.Timeout` the same in each phase it bounds (None:
+    no limit). Its 0, which httpx takes as "time out at once", is refused rather than read as no
+    limit."""
     if isinstance(value, httpx.Timeout):
-        phases = (value.connect, value.read, value.write, value.pool)
-        if any(seconds is not None and not seconds > 0 for seconds in phases):
+        phases = [s for s in (value.connect, value.read, value.write, value.pool) if s is not None]
+        if any(not seconds > 0 for seconds in phases):
             return "must bound each phase by a positive number of seconds, or None"
+        if any(MAX_SECONDS < seconds < math.inf for seconds in phases):
+            return f"must bound each phase by at most {_A_YEAR}, or None for no limit"
         return None
     if not value > 0:
         return "must be a positive number of seconds"
+    if MAX_SECONDS < value < math.inf:
+        return f"must be at most {_A_YEAR}, or math.inf for no limit"
     return None
 
 

@@ -28,7 +28,37 @@ from .patterns import DECIMAL_PATTERN, INT_KEY_PATTERN, SCALAR_GBNF, SCALAR_PATT
 if typing.TYPE_CHECKING:
     from .gbnf import CompactGrammar
 
-__all__ = ["DECODE_ERRORS", "OutputSpec", "compile_output"]
+__all__ = ["DECODE_ERRORS", "OUTPUT_TYPES", "OutputSpec", "compile_output"]
+
+# What lmclient takes as an output type, as the table of docs/output-types.md lists them (a test
+# holds the two equal): told to a user whose type it cannot use, in place of msgspec's advice
+# (a ``schema_hook``, which lmclient does not take).
+OUTPUT_TYPES = (
+    "str",
+    "int",
+    "float",
+    "bool",
+    "Literal",
+    "Enum",
+    "msgspec.Struct",
+    "dataclass",
+    "TypedDict",
+    "NamedTuple",
+    "list[T]",
+    "dict[str, T]",
+    "union",
+    "Optional",
+    "Annotated[T, msgspec.Meta(...)]",
+    "datetime",
+    "UUID",
+    "Decimal",
+    "typing.Any",
+    "pydantic BaseModel",
+    "lmclient.Choice",
+    "lmclient.Regex",
+    "lmclient.Grammar",
+    "lmclient.JsonSchema",
+)
 
 T = TypeVar("T")
 # What decoding a server's bytes can raise: msgspec's errors, and RecursionError for JSON nested
@@ -289,7 +319,9 @@ def _msgspec_spec(tp: Any) -> OutputSpec[Any]:
     try:
         schema = msgspec.json.schema(tp)
         decode = _msgspec_decoder(tp)
-    except (TypeError, ValueError, NameError) as exc:  # NameError: an unresolved forward ref
+    except TypeError as exc:  # a type msgspec has no schema for
+        raise TypeError(_unsupported(tp, exc)) from None
+    except (ValueError, NameError) as exc:  # a type defined wrongly; NameError: a forward ref
         raise TypeError(f"lmclient cannot use {tp!r} as an output type: {exc}") from None
     _refine_strings(msgspec.inspect.type_info(tp), schema, schema.get("$defs", {}), set())
     return OutputSpec(
@@ -300,6 +332,21 @@ def _msgspec_spec(tp: Any) -> OutputSpec[Any]:
         schema=inline_root_ref(schema),
         decode_json=decode,
         element_type=_array_element_type(tp),
+    )
+
+
+def _unsupported(tp: Any, exc: TypeError) -> str:
+    """The message for a type msgspec has no schema for: the type msgspec names (the last line
+    of its message, ``type <class 'Foo'> is not supported``: a field's type, for a container),
+    and what lmclient takes instead, not msgspec's advice on its own hooks."""
+    if isinstance(tp, str):  # ``generate("Q", "int")``: a type checker takes it (docs)
+        reason = "a string is not a type: pass the type itself, not its name"
+    else:
+        reason = str(exc).strip().splitlines()[-1]
+    return (
+        f"lmclient cannot use {tp!r} as an output type ({reason}). It takes "
+        f"{', '.join(OUTPUT_TYPES)}, and these nested; make a class of your own a "
+        "msgspec.Struct or a dataclass (docs/output-types.md)"
     )
 
 

@@ -14,6 +14,7 @@ import pytest
 import lmclient
 from lmclient import _core, _params
 from lmclient._params import CallParams, CreateParams, Timeouts, check_params
+from lmclient.testing import FakeLLM
 
 
 def test_call_params_typeddict_matches_the_runtime_table() -> None:
@@ -88,6 +89,34 @@ def test_n_is_a_parameter_of_create_only() -> None:
         check_params("generate", {"n": 2})
 
 
+def test_a_misspelt_parameter_is_told_the_one_it_may_mean() -> None:
+    with pytest.raises(TypeError) as info:
+        check_params("generate", {"max_token": 8})
+    assert str(info.value) == (
+        "generate() got an unexpected keyword argument 'max_token' (did you mean 'max_tokens'?)"
+    )
+    with pytest.raises(TypeError) as info:
+        check_params("generate", {"zzz": 1})
+    assert str(info.value) == "generate() got an unexpected keyword argument 'zzz'"
+
+
+def test_every_parameter_told_what_to_do_instead_is_one_lmclient_does_not_take() -> None:
+    """An entry of the table that lmclient took would never be reached (create() only: but
+    for create)."""
+    assert set(_params._INSTEAD).isdisjoint(_params._CALL_CHECKS)
+    assert set(_params._INSTEAD) & set(_params.PARAMS) == set(_params._CREATE_ONLY)
+
+
+def test_the_longest_timeout_and_deadline_and_no_limit_are_taken() -> None:
+    """A year, to the second, and math.inf (no limit), as a number and in each phase."""
+    year = _params.MAX_SECONDS
+    assert year == 365 * 24 * 3600
+    check_params("generate", {"timeout": year, "deadline": float(year)})
+    check_params("generate", {"timeout": math.inf, "deadline": math.inf})
+    check_params("generate", {"timeout": httpx.Timeout(year, read=math.inf)})
+    assert Timeouts.from_user(year) == Timeouts(year, year, year, year)
+
+
 @pytest.mark.parametrize(
     ("name", "value", "message"),
     [
@@ -139,6 +168,18 @@ def test_a_mistyped_parameter_is_a_type_error(name: str, value: Any, message: st
             "timeout",
             httpx.Timeout(5.0, write=math.nan),
             "must bound each phase by a positive number of seconds, or None",
+        ),
+        ("timeout", 1e10, "must be at most 31536000 seconds (a year), or math.inf for no limit"),
+        ("deadline", 1e300, "must be at most 31536000 seconds (a year), or math.inf for no limit"),
+        (
+            "deadline",
+            31536001,
+            "must be at most 31536000 seconds (a year), or math.inf for no limit",
+        ),
+        (
+            "timeout",
+            httpx.Timeout(5.0, pool=1e10),
+            "must bound each phase by at most 31536000 seconds (a year), or None for no limit",
         ),
     ],
 )
@@ -252,3 +293,161 @@ def test_an_httpx_timeout_with_a_phase_left_unbounded_is_taken() -> None:
     timeout = httpx.Timeout(5.0, read=None)
     check_params("generate", {"timeout": timeout})
     assert Timeouts.from_user(timeout).read == math.inf
+
+
+# -- timeouts a client and a call take, over real sockets -----------------------------------------
+
+_TOO_LONG = [
+    {"timeout": 1e10},  # a sync socket's settimeout raised a bare OverflowError mid-call
+    {"deadline": 1e10},
+    {"timeout": math.inf, "deadline": 1e10},
+    {"timeout": httpx.Timeout(5.0, read=1e10)},
+]
+_LONGEST = [
+    {"timeout": 365 * 24 * 3600, "deadline": 365 * 24 * 3600},
+    {"timeout": math.inf, "deadline": 365 * 24 * 3600},
+    {"timeout": httpx.Timeout(None)},
+]
+
+
+@pytest.mark.parametrize("given", _TOO_LONG, ids=repr)
+def test_a_sync_client_and_call_refuse_a_timeout_longer_than_a_year(
+    given: dict[str, Any], fake: FakeLLM, url: str
+) -> None:
+    """Refused before any request, in place of an `OverflowError` from the socket."""
+    with pytest.raises(ValueError, match=r"^Client\(\): (timeout|deadline) must .*at most"):
+        lmclient.Client(url, "m", dialect="vllm", **given)
+    calling = pytest.raises(ValueError, match=r"^generate\(\): (timeout|deadline) must .*at most")
+    with lmclient.Client(url, "m", dialect="vllm") as client, calling:
+        client.generate("Q", **given)
+    assert fake.requests == []
+
+
+@pytest.mark.parametrize("given", _TOO_LONG, ids=repr)
+async def test_an_async_client_and_call_refuse_a_timeout_longer_than_a_year(
+    given: dict[str, Any], fake: FakeLLM, url: str
+) -> None:
+    """asyncio would wait that long; refused all the same, as the sync client refuses it."""
+    with pytest.raises(ValueError, match=r"^Client\(\): (timeout|deadline) must .*at most"):
+        lmclient.AsyncClient(url, "m", dialect="vllm", **given)
+    async with lmclient.AsyncClient(url, "m", dialect="vllm") as client:
+        with pytest.raises(ValueError, match=r"^generate\(\): (timeout|deadline) must .*at most"):
+            await client.generate("Q", **given)
+    assert fake.requests == []
+
+
+@pytest.mark.parametrize("given", _LONGEST, ids=repr)
+def test_the_longest_timeout_taken_waits_in_a_sync_call(
+    given: dict[str, Any], fake: FakeLLM, url: str
+) -> None:
+    fake.reply("yes")
+    with lmclient.Client(url, "m", dialect="vllm", **given) as client:
+        assert client.generate("Q") == "yes"
+        assert client.generate("Q", **given) == "yes"
+
+
+@pytest.mark.parametrize("given", _LONGEST, ids=repr)
+async def test_the_longest_timeout_taken_waits_in_an_async_call(
+    given: dict[str, Any], fake: FakeLLM, url: str
+) -> None:
+    fake.reply("yes")
+    async with lmclient.AsyncClient(url, "m", dialect="vllm", **given) as client:
+        assert await client.generate("Q") == "yes"
+        assert await client.generate("Q", **given) == "yes"
+
+
+# -- what an OpenAI SDK user's parameters are told ------------------------------------------------
+
+_UNEXPECTED = "generate() got an unexpected keyword argument"
+_OPENAI_SHAPED = [
+    (
+        "response_format",
+        {"type": "json_object"},
+        f"{_UNEXPECTED} 'response_format' (pass the output type as the second argument instead,"
+        " as in generate(prompt, Person); lmclient.JsonSchema(schema) for a JSON schema,"
+        " typing.Any for any JSON)",
+    ),
+    (
+        "messages",
+        [{"role": "user", "content": "Hi"}],
+        f"{_UNEXPECTED} 'messages' (pass the messages as the prompt instead, as in"
+        " generate([{'role': 'user', 'content': 'Hi'}]))",
+    ),
+    (
+        "max_completion_tokens",
+        8,
+        f"{_UNEXPECTED} 'max_completion_tokens' (lmclient spells it max_tokens=)",
+    ),
+    ("max_output_tokens", 8, f"{_UNEXPECTED} 'max_output_tokens' (lmclient spells it max_tokens=)"),
+    (
+        "stream",
+        True,
+        f"{_UNEXPECTED} 'stream' (call stream(prompt, ...) instead, a context manager)",
+    ),
+    (
+        "functions",
+        [{"name": "f"}],
+        f"{_UNEXPECTED} 'functions' (pass tools=[lmclient.Tool(...)] instead)",
+    ),
+    (
+        "function_call",
+        "auto",
+        f"{_UNEXPECTED} 'function_call' (pass tool_choice= instead: 'auto', 'required', 'none'"
+        " or one of the tools)",
+    ),
+    ("extra_headers", {"x-a": "b"}, f"{_UNEXPECTED} 'extra_headers' (lmclient spells it headers=)"),
+    *[
+        (
+            name,
+            {},
+            f"{_UNEXPECTED} {name!r} (pass the output type as the second argument instead:"
+            " lmclient.JsonSchema(...), Regex(...), Choice([...]) or Grammar(...))",
+        )
+        for name in ("guided_json", "guided_regex", "guided_choice", "guided_grammar")
+    ],
+    *[
+        (
+            name,
+            1,
+            f"{_UNEXPECTED} {name!r} (pass it in extra_body={{{name!r}: ...}}, which lmclient"
+            " sends as given)",
+        )
+        for name in ("top_k", "min_p", "repetition_penalty")
+    ],
+    ("n", 2, f"{_UNEXPECTED} 'n' (n is a parameter of create() only)"),
+    (
+        "probabilities",
+        True,
+        f"{_UNEXPECTED} 'probabilities' (probabilities is a parameter of create() only)",
+    ),
+]
+
+
+def test_every_parameter_told_what_to_do_instead_is_tested() -> None:
+    assert {name for name, _, _ in _OPENAI_SHAPED} == set(_params._INSTEAD)
+
+
+@pytest.mark.parametrize(("name", "value", "message"), _OPENAI_SHAPED, ids=lambda v: str(v)[:30])
+def test_an_openai_shaped_parameter_is_told_the_lmclient_way(
+    name: str, value: Any, message: str, fake: FakeLLM, url: str
+) -> None:
+    with lmclient.Client(url, "m", dialect="vllm") as client, pytest.raises(TypeError) as info:
+        client.generate("Q", **{name: value})
+    assert str(info.value) == message
+    assert fake.requests == []
+
+
+async def test_an_async_call_and_create_are_told_the_same(fake: FakeLLM, url: str) -> None:
+    async with lmclient.AsyncClient(url, "m", dialect="vllm") as client:
+        with pytest.raises(TypeError) as info:
+            await client.create("Q", response_format={"type": "json_object"})  # type: ignore[call-overload]
+        assert str(info.value).startswith(
+            "create() got an unexpected keyword argument 'response_format' (pass the output type"
+        )
+        with pytest.raises(TypeError) as info:
+            await client.generate("Q", max_completion_tokens=8)  # type: ignore[call-overload]
+    assert str(info.value) == (
+        "generate() got an unexpected keyword argument 'max_completion_tokens'"
+        " (lmclient spells it max_tokens=)"
+    )
+    assert fake.requests == []

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import collections.abc
 import datetime
+import re
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
@@ -12,7 +15,8 @@ import pytest
 
 import lmclient
 from lmclient._output.patterns import gbnf_alternation, regex_alternation, search_anchored
-from lmclient._output.types import compile_output
+from lmclient._output.types import OUTPUT_TYPES, compile_output
+from lmclient.testing import FakeLLM
 
 
 def test_choice_order_is_kept_although_literals_compare_equal() -> None:
@@ -165,3 +169,83 @@ def test_import_is_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# -- a type lmclient cannot use -------------------------------------------------------------------
+
+
+class _Plain:
+    """A class of the user's own, neither a Struct nor a dataclass."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+_TAKES = (
+    "It takes str, int, float, bool, Literal, Enum, msgspec.Struct, dataclass, TypedDict,"
+    " NamedTuple, list[T], dict[str, T], union, Optional, Annotated[T, msgspec.Meta(...)],"
+    " datetime, UUID, Decimal, typing.Any, pydantic BaseModel, lmclient.Choice, lmclient.Regex,"
+    " lmclient.Grammar, lmclient.JsonSchema, and these nested; make a class of your own a"
+    " msgspec.Struct or a dataclass (docs/output-types.md)"
+)
+_PLAIN = f"type {_Plain!r} is not supported"
+
+
+@pytest.mark.parametrize(
+    ("output_type", "reason"),
+    [
+        (_Plain, _PLAIN),
+        (list[_Plain], _PLAIN),  # the field's type that msgspec names
+        (dict[str, _Plain], _PLAIN),
+        (object, "type <class 'object'> is not supported"),
+        (
+            collections.abc.Callable[[int], int],
+            "type <class 'collections.abc.Callable'> is not supported",
+        ),
+        (complex, "type <class 'complex'> is not supported"),
+        ("int", "a string is not a type: pass the type itself, not its name"),
+    ],
+    ids=repr,
+)
+def test_an_unsupported_type_is_told_what_lmclient_takes(output_type: Any, reason: str) -> None:
+    """Not msgspec's advice (a ``schema_hook``, which lmclient does not take): a TypeError, as
+    before, naming the type and the field's type msgspec could not use."""
+    with pytest.raises(TypeError) as info:
+        compile_output(output_type)
+    message = str(info.value)
+    assert message == f"lmclient cannot use {output_type!r} as an output type ({reason}). {_TAKES}"
+    assert "schema_hook" not in message
+
+
+def test_a_call_with_an_unsupported_type_is_told_before_any_request(
+    fake: FakeLLM, url: str
+) -> None:
+    with lmclient.Client(url, "m", dialect="vllm") as client, pytest.raises(TypeError) as info:
+        client.generate("Q", _Plain)
+    assert (
+        str(info.value) == f"lmclient cannot use {_Plain!r} as an output type ({_PLAIN}). {_TAKES}"
+    )
+    assert fake.requests == []
+
+
+def test_a_pydantic_model_is_taken() -> None:
+    pydantic = pytest.importorskip("pydantic")  # in the dev extra: never skipped by make test
+
+    class Pet(pydantic.BaseModel):  # type: ignore[misc,name-defined]
+        name: str
+
+    assert compile_output(Pet).decode('{"name":"Rex"}') == Pet(name="Rex")
+
+
+def test_the_types_an_error_lists_are_the_docs_table() -> None:
+    """`OUTPUT_TYPES` is the first column of docs/output-types.md's table, both ways: each
+    entry is in it, and each type it spells as code is an entry."""
+    doc = Path(__file__).parents[2] / "docs" / "output-types.md"
+    table = doc.read_text().split("| output type | constraint sent |", 1)[1].split("\n\n", 1)[0]
+    cells = [re.split(r"(?<!\\)\|", row)[1] for row in table.splitlines()[2:]]
+    column = " ".join(cells)
+    for entry in OUTPUT_TYPES:
+        assert entry in column.replace("`", ""), entry
+    names = {re.split(r"[\[(]", entry)[0].split()[-1] for entry in OUTPUT_TYPES}
+    spelt = {re.split(r"[\[(]", code)[0] for code in re.findall(r"`([^`]+)`", column)}
+    assert spelt <= names  # (the names not spelt as code: dataclass, union)
