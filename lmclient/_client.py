@@ -41,11 +41,13 @@ from ._usage import Many, UsageTotal
 if TYPE_CHECKING:
     from typing_extensions import Self, TypeForm, Unpack
 
-    from ._params import CallParams, CreateParams
+    from ._params import CallParams, CreateParams, ToolCreateParams
+    from ._tools import Tool
 
 __all__ = ["Client"]
 
 T = TypeVar("T")
+W = TypeVar("W")  # the arguments of a call's tools: `create(..., tools=...)`'s calls'
 _MODULES = sys.modules  # `Observer.key` is looked up here, once per call
 
 
@@ -155,6 +157,15 @@ class Client(Scoring):
         """Plain completion (``/v1/completions``) of ``prompt``, as a validated ``output_type``."""
         return self._create("complete", prompt, output_type, "completions", params).values[0]
 
+    @overload
+    def create(
+        self,
+        prompt: Prompt,
+        *,
+        tools: Sequence[Tool[W]],
+        endpoint: Endpoint = ...,
+        **params: Unpack[ToolCreateParams],
+    ) -> Response[str, W]: ...
     @overload
     def create(
         self, prompt: Prompt, *, endpoint: Endpoint = ..., **params: Unpack[CreateParams]
