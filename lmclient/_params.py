@@ -31,6 +31,7 @@ __all__ = [
     "FileParams",
     "Prompt",
     "Timeouts",
+    "ToolCallParams",
     "ToolCreateParams",
     "check_params",
     "env_api_key",
@@ -104,7 +105,12 @@ class CreateParams(CallParams, _CreateOnlyParams, total=False):
     (`Response.probabilities`)."""
 
 
-class ToolCreateParams(_BodyParams, _OneCallParams, _CreateOnlyParams, total=False):
+class ToolCallParams(_BodyParams, _OneCallParams, total=False):
+    """`CallParams` but ``tools``: what `stream` takes beside its own ``tools`` parameter, in
+    the overload that types the calls' arguments by the tools' (``Stream[str, W]``)."""
+
+
+class ToolCreateParams(ToolCallParams, _CreateOnlyParams, total=False):
     """`CreateParams` but ``tools``: what `create` takes beside its own ``tools`` parameter, in
     the overload that types the calls' arguments by the tools' (``Response[str, W]``)."""
 

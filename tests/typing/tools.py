@@ -1,7 +1,8 @@
 """Tool calls are typed by their tools (mypy --strict and pyright strict, as
 tests/typing/usage.py): ``create(..., tools=[weather])`` with ``weather: Tool[Weather]`` gives
-calls whose ``arguments`` are a ``Weather``, a misspelt attribute of them an error; a response
-written with one parameter has calls of ``object`` arguments, which `Tool.match` narrows."""
+calls whose ``arguments`` are a ``Weather``, a misspelt attribute of them an error, and so does
+``stream(..., tools=[weather])``; a response or stream written with one parameter has calls of
+``object`` arguments, which `Tool.match` narrows."""
 
 from __future__ import annotations
 
@@ -54,6 +55,22 @@ async def tools(client: lmclient.Client, aclient: lmclient.AsyncClient) -> None:
     )
 
 
+async def streamed(client: lmclient.Client, aclient: lmclient.AsyncClient) -> None:
+    """A stream with tools types its calls the same way, as they close and once it has ended."""
+    weather = lmclient.Tool(Weather)
+    with client.stream("Weather in Oslo?", tools=[weather]) as s:
+        assert_type(s, lmclient.Stream[str, Weather])
+        for call in s.calls():
+            assert_type(call.arguments, Weather)
+        assert_type(s.tool_calls[0].arguments.city, str)
+        _ = s.tool_calls[0].arguments.no_such_attr  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType, reportUnknownVariableType]
+    async with aclient.stream("Weather in Oslo?", tools=[weather], max_tokens=64) as a:
+        assert_type([c.arguments async for c in a.calls()], list[Weather])
+    with client.stream("x") as text:
+        assert_type(text, lmclient.Stream[str])
+        assert_type(text.tool_calls[0].arguments, object)
+
+
 def narrowed(response: lmclient.Response[str], weather: lmclient.Tool[Weather]) -> str:
     """One parameter, as before: calls of ``object`` arguments, never ``Any``."""
     call = response.tool_calls[0]
@@ -63,6 +80,12 @@ def narrowed(response: lmclient.Response[str], weather: lmclient.Tool[Weather]) 
     return "" if matched is None else matched.arguments.city
 
 
+def calls_of(stream: lmclient.Stream[str]) -> tuple[lmclient.ToolCall[object], ...]:
+    return stream.tool_calls
+
+
 def passed_on(client: lmclient.Client, weather: lmclient.Tool[Weather]) -> str:
-    """A typed response is still a `Response[str]`: a function that takes one accepts it."""
+    """A typed response is still a `Response[str]`, a typed stream a `Stream[str]`: a function
+    that takes one accepts it."""
+    calls_of(client.stream("x", tools=[weather]))
     return narrowed(client.create("x", tools=[weather]), weather)
