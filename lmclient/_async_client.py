@@ -157,14 +157,9 @@ class AsyncClient(AsyncScoring):
             0
         ]
 
-    @overload
+    @overload  # tools need the chat endpoint: no endpoint=
     async def create(
-        self,
-        prompt: Prompt,
-        *,
-        tools: Sequence[Tool[W]],
-        endpoint: Endpoint = ...,
-        **params: Unpack[ToolCreateParams],
+        self, prompt: Prompt, *, tools: Sequence[Tool[W]], **params: Unpack[ToolCreateParams]
     ) -> Response[str, W]: ...
     @overload
     async def create(
@@ -203,14 +198,9 @@ class AsyncClient(AsyncScoring):
         """The full `Response`: every choice's value and text, usage, finish reasons, raw body."""
         return await self._create("create", prompt, output_type, endpoint, params)
 
-    @overload
+    @overload  # tools need the chat endpoint: no endpoint=
     def stream(
-        self,
-        prompt: Prompt,
-        *,
-        tools: Sequence[Tool[W]],
-        endpoint: Endpoint = ...,
-        **params: Unpack[ToolCallParams],
+        self, prompt: Prompt, *, tools: Sequence[Tool[W]], **params: Unpack[ToolCallParams]
     ) -> AsyncStream[str, W]: ...
     @overload
     def stream(

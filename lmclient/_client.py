@@ -157,14 +157,9 @@ class Client(Scoring):
         """Plain completion (``/v1/completions``) of ``prompt``, as a validated ``output_type``."""
         return self._create("complete", prompt, output_type, "completions", params).values[0]
 
-    @overload
+    @overload  # tools need the chat endpoint: no endpoint=
     def create(
-        self,
-        prompt: Prompt,
-        *,
-        tools: Sequence[Tool[W]],
-        endpoint: Endpoint = ...,
-        **params: Unpack[ToolCreateParams],
+        self, prompt: Prompt, *, tools: Sequence[Tool[W]], **params: Unpack[ToolCreateParams]
     ) -> Response[str, W]: ...
     @overload
     def create(
@@ -203,14 +198,9 @@ class Client(Scoring):
         """The full `Response`: every choice's value and text, usage, finish reasons, raw body."""
         return self._create("create", prompt, output_type, endpoint, params)
 
-    @overload
+    @overload  # tools need the chat endpoint: no endpoint=
     def stream(
-        self,
-        prompt: Prompt,
-        *,
-        tools: Sequence[Tool[W]],
-        endpoint: Endpoint = ...,
-        **params: Unpack[ToolCallParams],
+        self, prompt: Prompt, *, tools: Sequence[Tool[W]], **params: Unpack[ToolCallParams]
     ) -> Stream[str, W]: ...
     @overload
     def stream(

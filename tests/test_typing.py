@@ -1,6 +1,7 @@
 """Static typing is part of the API: mypy --strict and pyright strict must accept
-tests/typing/usage.py, tests/typing/partials.py and tests/typing/tools.py as they are (every ``assert_type`` exact,
-every misspelt parameter and every value that is not a type an error the file expects)."""
+tests/typing/usage.py, tests/typing/partials.py and tests/typing/tools.py as they are (every
+``assert_type`` exact, every misspelt parameter and every value that is not a type an error the
+file expects)."""
 
 from __future__ import annotations
 
