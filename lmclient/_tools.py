@@ -144,7 +144,8 @@ class Tool(Generic[A]):
     def match(self, call: ToolCall[object]) -> ToolCall[A] | None:
         """``call`` typed by this tool's arguments if it is a call to this tool, else ``None``:
         where a response's calls are not bound to one tool (several tools, ``defaults=``, a
-        stream), this narrows them without an ``isinstance`` (which a TypedDict cannot take)."""
+        `Response[str]` passed on), this narrows them without an ``isinstance`` (which a
+        TypedDict cannot take). By identity: another tool of the same name vouches for nothing."""
         return cast("ToolCall[A]", call) if call.tool is self else None
 
     def __repr__(self) -> str:
@@ -183,8 +184,9 @@ class ToolCall(msgspec.Struct, Generic[A], frozen=True):
 
 def one_or_two(params: object) -> tuple[object, ...]:
     """A generic's subscript at run time with its second parameter (`Args`) given as ``Any``
-    where it is left out, as type checkers read it: Python before 3.13 has no TypeVar
-    defaults, and ``Response[Person]`` must stay valid where annotations are evaluated."""
+    where it is left out, as type checkers read it: the run-time `Args` has no default
+    (`typing` takes one only from 3.13), and ``Response[Person]`` must stay valid where
+    annotations are evaluated."""
     return params if isinstance(params, tuple) else (params, Any)
 
 
