@@ -39,11 +39,13 @@ from ._usage import Many, UsageTotal
 if TYPE_CHECKING:
     from typing_extensions import Self, TypeForm, Unpack
 
-    from ._params import CallParams, CreateParams
+    from ._params import CallParams, CreateParams, ToolCallParams, ToolCreateParams
+    from ._tools import Tool
 
 __all__ = ["AsyncClient"]
 
 T = TypeVar("T")
+W = TypeVar("W")  # the arguments of a call's tools: those of `create` and `stream`'s calls
 _MODULES = sys.modules  # `Observer.key` is looked up here, once per call
 
 
@@ -155,6 +157,10 @@ class AsyncClient(AsyncScoring):
             0
         ]
 
+    @overload  # tools need the chat endpoint: no endpoint=
+    async def create(
+        self, prompt: Prompt, *, tools: Sequence[Tool[W]], **params: Unpack[ToolCreateParams]
+    ) -> Response[str, W]: ...
     @overload
     async def create(
         self, prompt: Prompt, *, endpoint: Endpoint = ..., **params: Unpack[CreateParams]
@@ -188,10 +194,14 @@ class AsyncClient(AsyncScoring):
     ) -> Response[Any]: ...
     async def create(
         self, prompt: Prompt, output_type: Any = str, *, endpoint: Endpoint = "chat", **params: Any
-    ) -> Response[Any]:
+    ) -> Response[Any, Any]:
         """The full `Response`: every choice's value and text, usage, finish reasons, raw body."""
         return await self._create("create", prompt, output_type, endpoint, params)
 
+    @overload  # tools need the chat endpoint: no endpoint=
+    def stream(
+        self, prompt: Prompt, *, tools: Sequence[Tool[W]], **params: Unpack[ToolCallParams]
+    ) -> AsyncStream[str, W]: ...
     @overload
     def stream(
         self,
@@ -229,7 +239,7 @@ class AsyncClient(AsyncScoring):
     ) -> AsyncStream[Any]: ...
     def stream(
         self, prompt: Prompt, output_type: Any = str, *, endpoint: Endpoint = "chat", **params: Any
-    ) -> AsyncStream[Any]:
+    ) -> AsyncStream[Any, Any]:
         """Stream the answer: iterate for text deltas, ``items()`` for array elements as they
         close, ``await aread()`` for the validated whole. Nothing is sent before the stream
         is entered or iterated; bad input raises here."""
@@ -473,7 +483,7 @@ class AsyncClient(AsyncScoring):
         endpoint: Endpoint,
         params: dict[str, Any],
         many: Many | None = None,
-    ) -> Response[Any]:
+    ) -> Response[Any, Any]:
         if self._watched in _MODULES:  # hooks or spans: the same steps, reported
             return await self._create_watched(where, prompt, output_type, endpoint, params, many)
         core = self._core
@@ -510,7 +520,7 @@ class AsyncClient(AsyncScoring):
         endpoint: Endpoint,
         params: dict[str, Any],
         many: Many | None = None,
-    ) -> Response[Any]:
+    ) -> Response[Any, Any]:
         """`_create`, each step reported to the hooks and the span (`_hooks.Watch`), which is
         current while the request is built and sent."""
         with self._observer.watch(endpoint, stream=False) as watch:

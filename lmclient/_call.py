@@ -213,7 +213,7 @@ class Call(Attempts, kw_only=True):
     probabilities: bool = False  # create(probabilities=True): `Response.probabilities`
     # A continuation of the answer (`_confidence.continuation`): the answer, what was read of
     # its options' chances so far, and the bodies of the continuations still to send.
-    answer: Response[Any] | None = None
+    answer: Response[Any, Any] | None = None
     reading: Reading | None = None
     pending: tuple[bytes, ...] = ()
 
@@ -253,7 +253,7 @@ class Call(Attempts, kw_only=True):
             probabilities=probabilities,
         )
 
-    def finish(self, status: int, headers: Mapping[str, str], body: bytes) -> Response[Any]:
+    def finish(self, status: int, headers: Mapping[str, str], body: bytes) -> Response[Any, Any]:
         """Turn a complete HTTP response into a `Response` or raise its typed error."""
         if log.isEnabledFor(logging.DEBUG):
             self.log_attempt(status, headers)
@@ -326,7 +326,9 @@ class Call(Attempts, kw_only=True):
 
     # -- response bodies -------------------------------------------------------------------
 
-    def _chat(self, wire: ChatCompletion, body: bytes, headers: Mapping[str, str]) -> Response[Any]:
+    def _chat(
+        self, wire: ChatCompletion, body: bytes, headers: Mapping[str, str]
+    ) -> Response[Any, Any]:
         choices = wire.choices
         if len(choices) == 1:
             first = choices[0]
@@ -366,7 +368,7 @@ class Call(Attempts, kw_only=True):
 
     def _completion(
         self, wire: Completion, body: bytes, headers: Mapping[str, str]
-    ) -> Response[Any]:
+    ) -> Response[Any, Any]:
         choices = wire.choices
         if len(choices) == 1:
             only = choices[0]
@@ -395,7 +397,7 @@ class Call(Attempts, kw_only=True):
         body: bytes,
         reasoning: str | None,
         headers: Mapping[str, str],
-    ) -> Response[Any]:
+    ) -> Response[Any, Any]:
         """`result` for the common answer: one choice, ended by "stop", with content, without
         a refusal or logprobs, so that only its decoding can fail."""
         usage = wire.usage
@@ -437,7 +439,7 @@ class Call(Attempts, kw_only=True):
         logprobs: list[TokenLogprob] | None = None,
         tool_calls: list[WireToolCall] | None = None,
         headers: Mapping[str, str] | None = None,
-    ) -> Response[Any]:
+    ) -> Response[Any, Any]:
         """Validate every choice's text into the output type, and the first choice's tool
         calls into their tools' types; the same for bodies and streams. ``raw`` is the body
         (a stream: its events' data), kept for `Response.raw`, ``headers`` the response's,
@@ -475,10 +477,10 @@ class Call(Attempts, kw_only=True):
         headers: Mapping[str, str] | None,
         logprobs: list[TokenLogprob] | None = None,
         tool_calls: tuple[ToolCall[Any], ...] = (),
-    ) -> Response[Any]:
+    ) -> Response[Any, Any]:
         """The `Response` of validated values, with this call's counts and usage so far."""
         spent = self.spent
-        response: Response[Any] = Response(
+        response: Response[Any, Any] = Response(
             values=values,
             texts=texts,
             finish_reasons=reasons,
@@ -500,7 +502,7 @@ class Call(Attempts, kw_only=True):
             return self._with_probabilities(response)
         return response
 
-    def _with_probabilities(self, response: Response[Any]) -> Response[Any]:
+    def _with_probabilities(self, response: Response[Any, Any]) -> Response[Any, Any]:
         """``response`` with its first choice's options' probabilities (`_confidence`); a
         `Continued` call where a shared prefix must be continued first; a `ConfidenceError`
         carrying ``response`` where its logprobs cannot tell them."""
@@ -524,14 +526,16 @@ class Call(Attempts, kw_only=True):
             raise
         return msgspec.structs.replace(response, _probabilities=found)
 
-    def _next(self, answer: Response[Any], reading: Reading, pending: tuple[bytes, ...]) -> Call:
+    def _next(
+        self, answer: Response[Any, Any], reading: Reading, pending: tuple[bytes, ...]
+    ) -> Call:
         """The call that sends the first of the ``pending`` continuations of ``answer``."""
         request = msgspec.structs.replace(self.request, body=pending[0])
         return msgspec.structs.replace(
             self, request=request, answer=answer, reading=reading, pending=pending[1:]
         )
 
-    def _continued(self, body: bytes) -> Response[Any]:
+    def _continued(self, body: bytes) -> Response[Any, Any]:
         """The answer with its probabilities, once the continuation ``body`` has split its
         first waiting prefix (`_confidence.split`), and the continuations' usage counted in
         its ``total_usage``; `Continued` while another prefix waits."""

@@ -41,11 +41,13 @@ from ._usage import Many, UsageTotal
 if TYPE_CHECKING:
     from typing_extensions import Self, TypeForm, Unpack
 
-    from ._params import CallParams, CreateParams
+    from ._params import CallParams, CreateParams, ToolCallParams, ToolCreateParams
+    from ._tools import Tool
 
 __all__ = ["Client"]
 
 T = TypeVar("T")
+W = TypeVar("W")  # the arguments of a call's tools: those of `create` and `stream`'s calls
 _MODULES = sys.modules  # `Observer.key` is looked up here, once per call
 
 
@@ -155,6 +157,10 @@ class Client(Scoring):
         """Plain completion (``/v1/completions``) of ``prompt``, as a validated ``output_type``."""
         return self._create("complete", prompt, output_type, "completions", params).values[0]
 
+    @overload  # tools need the chat endpoint: no endpoint=
+    def create(
+        self, prompt: Prompt, *, tools: Sequence[Tool[W]], **params: Unpack[ToolCreateParams]
+    ) -> Response[str, W]: ...
     @overload
     def create(
         self, prompt: Prompt, *, endpoint: Endpoint = ..., **params: Unpack[CreateParams]
@@ -188,10 +194,14 @@ class Client(Scoring):
     ) -> Response[Any]: ...
     def create(
         self, prompt: Prompt, output_type: Any = str, *, endpoint: Endpoint = "chat", **params: Any
-    ) -> Response[Any]:
+    ) -> Response[Any, Any]:
         """The full `Response`: every choice's value and text, usage, finish reasons, raw body."""
         return self._create("create", prompt, output_type, endpoint, params)
 
+    @overload  # tools need the chat endpoint: no endpoint=
+    def stream(
+        self, prompt: Prompt, *, tools: Sequence[Tool[W]], **params: Unpack[ToolCallParams]
+    ) -> Stream[str, W]: ...
     @overload
     def stream(
         self,
@@ -229,7 +239,7 @@ class Client(Scoring):
     ) -> Stream[Any]: ...
     def stream(
         self, prompt: Prompt, output_type: Any = str, *, endpoint: Endpoint = "chat", **params: Any
-    ) -> Stream[Any]:
+    ) -> Stream[Any, Any]:
         """Stream the answer: iterate for text deltas, ``items()`` for array elements as they
         close, ``value`` for the validated whole. Nothing is sent before the stream
         is entered or iterated; bad input raises here."""
@@ -464,7 +474,7 @@ class Client(Scoring):
         endpoint: Endpoint,
         params: dict[str, Any],
         many: Many | None = None,
-    ) -> Response[Any]:
+    ) -> Response[Any, Any]:
         if self._watched in _MODULES:  # hooks or spans: the same steps, reported
             return self._create_watched(where, prompt, output_type, endpoint, params, many)
         core = self._core
@@ -500,7 +510,7 @@ class Client(Scoring):
         endpoint: Endpoint,
         params: dict[str, Any],
         many: Many | None = None,
-    ) -> Response[Any]:
+    ) -> Response[Any, Any]:
         """`_create`, each step reported to the hooks and the span (`_hooks.Watch`), which is
         current while the request is built and sent."""
         with self._observer.watch(endpoint, stream=False) as watch:

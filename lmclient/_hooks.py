@@ -232,7 +232,7 @@ class Watch:
             )
         )
 
-    def finished(self, response: Response[Any]) -> Response[Any]:
+    def finished(self, response: Response[Any, Any]) -> Response[Any, Any]:
         """The call returned ``response`` (returned as is)."""
         self._end(
             CallFinished(
@@ -269,7 +269,7 @@ class Watch:
                 )
             )
 
-    def stream_result(self, state: StreamState) -> Response[Any]:
+    def stream_result(self, state: StreamState) -> Response[Any, Any]:
         """The stream's validated `Response` (`StreamState.result`), reported."""
         try:
             response = state.result()

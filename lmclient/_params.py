@@ -34,6 +34,8 @@ __all__ = [
     "FileParams",
     "Prompt",
     "Timeouts",
+    "ToolCallParams",
+    "ToolCreateParams",
     "check_params",
     "env_api_key",
     "env_base_url",
@@ -44,10 +46,8 @@ __all__ = [
 Prompt = str | Sequence[Mapping[str, Any] | str | Media]
 
 
-class FileParams(TypedDict, total=False):
-    """The per-call parameters but the model, those that travel outside the body (headers, the
-    trace context) and the request id (a line's ``custom_id`` names it): what a batch file's
-    request lines can be given (`lmclient.batch`)."""
+class _BodyParams(TypedDict, total=False):
+    """`FileParams` but ``tools``, which `create` takes apart to bind its calls' type."""
 
     max_tokens: int
     temperature: float
@@ -69,17 +69,23 @@ class FileParams(TypedDict, total=False):
     thinking: bool
     thinking_budget: int
     reasoning_effort: Literal["low", "medium", "high"]
-    # Tools the model may call (`_tools`): chat only, without an output type.
-    tools: Sequence[Tool[Any]]
+    # The tool the model must call, or whether it may (`_tools`): with ``tools``.
     tool_choice: Literal["auto", "required", "none"] | Tool[Any]
     # Serving fields (`_serving`): sent where each server reads them, refused elsewhere.
     priority: int
     cache_salt: str
 
 
-class CallParams(FileParams, total=False):
-    """Keyword parameters accepted by every call method (also usable in ``defaults=``)."""
+class FileParams(_BodyParams, total=False):
+    """The per-call parameters but the model, those that travel outside the body (headers, the
+    trace context) and the request id (a line's ``custom_id`` names it): what a batch file's
+    request lines can be given (`lmclient.batch`)."""
 
+    # Tools the model may call (`_tools`): chat only, without an output type.
+    tools: Sequence[Tool[Any]]
+
+
+class _OneCallParams(TypedDict, total=False):
     model: str  # this call's, over the client's (a LoRA adapter is a model name on vLLM)
     request_id: str  # one request's: not in defaults, nor in the *_many methods
     headers: Mapping[str, str]  # merged over the client's
@@ -87,13 +93,29 @@ class CallParams(FileParams, total=False):
     tracestate: str
 
 
-class CreateParams(CallParams, total=False):
+class CallParams(FileParams, _OneCallParams, total=False):
+    """Keyword parameters accepted by every call method (also usable in ``defaults=``)."""
+
+
+class _CreateOnlyParams(TypedDict, total=False):
+    n: int
+    probabilities: bool
+
+
+class CreateParams(CallParams, _CreateOnlyParams, total=False):
     """`create` also takes ``n``: several choices, each validated; and ``probabilities``: each
     option of a choice output's probability, from the server's logprobs
     (`Response.probabilities`)."""
 
-    n: int
-    probabilities: bool
+
+class ToolCallParams(_BodyParams, _OneCallParams, total=False):
+    """`CallParams` but ``tools``: what `stream` takes beside its own ``tools`` parameter, in
+    the overload that types the calls' arguments by the tools' (``Stream[str, W]``)."""
+
+
+class ToolCreateParams(ToolCallParams, _CreateOnlyParams, total=False):
+    """`CreateParams` but ``tools``: what `create` takes beside its own ``tools`` parameter, in
+    the overload that types the calls' arguments by the tools' (``Response[str, W]``)."""
 
 
 def env_base_url(base_url: str | None) -> str | None:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import msgspec
 
 from ._headers import Headers
-from ._tools import ToolCall
+from ._tools import Args, ToolCall, one_or_two
 from ._wire.protocol import LlamaCppTimings, Measured, TokenLogprob, Usage, VllmMetrics
 from .errors import ConfidenceError, ProtocolError
 
@@ -20,8 +20,13 @@ _decode = msgspec.json.decode
 _measured = msgspec.json.Decoder(Measured).decode
 
 
-class Response(msgspec.Struct, Generic[T], frozen=True):
+class Response(msgspec.Struct, Generic[T, Args], frozen=True):
     """The result of `Client.create`: ``value`` is ``values[0]``; every choice was validated.
+
+    ``Response[T]`` is a value of type ``T``; ``Response[str, W]`` a call with ``tools=`` whose
+    `tool_calls` have arguments of type ``W`` (``create(..., tools=[weather])`` with
+    ``weather: Tool[W]``). Written with one parameter, the calls' arguments are ``object``:
+    `Tool.match` narrows them.
 
     ``retries`` is how many transport retries the call took, ``reasks`` how many times an
     invalid answer was sent back to the model for correction (``max_reasks``), ``compact``
@@ -59,9 +64,14 @@ class Response(msgspec.Struct, Generic[T], frozen=True):
     # the response's headers as the transport read them (lower-case names): `headers` wraps them
     _headers: Mapping[str, str] | None = msgspec.field(default=None, name="headers")
     # the first choice's, validated (`tools=`); a tuple, so that no call pays for a new list
-    tool_calls: tuple[ToolCall[Any], ...] = ()
+    tool_calls: tuple[ToolCall[Args], ...] = ()
     # create(probabilities=True): each option of the first choice → its probability
     _probabilities: dict[T, float] | None = msgspec.field(default=None, name="probabilities")
+
+    if not TYPE_CHECKING:  # what type checkers do with `Args`'s default (PEP 696)
+
+        def __class_getitem__(cls, params: object) -> object:
+            return super().__class_getitem__(one_or_two(params))
 
     @property
     def value(self) -> T:

@@ -19,7 +19,7 @@ from ._output.depth import nested_deeper, too_deep, type_depth
 from ._output.types import DECODE_ERRORS
 from ._response import Response
 from ._stream_state import StreamState
-from ._tools import decode_calls
+from ._tools import Args, decode_calls, one_or_two
 from ._transports.common import AsyncStreamResponse, StreamResponse
 from ._wire.protocol import LlamaCppTimings, Usage, VllmMetrics
 from ._wire.sse import ArrayItems
@@ -108,11 +108,17 @@ async def _no_deltas() -> AsyncIterator[str]:
         yield ""
 
 
-class _StreamBase(Generic[T]):
-    """What both shells report once (or while) the stream is read."""
+class _StreamBase(Generic[T, Args]):
+    """What both shells report once (or while) the stream is read; ``Args`` the arguments of
+    its tool calls, as `Response`'s."""
 
     _state: StreamState | None  # created when the stream opens
-    _result: Response[T] | None
+    _result: Response[T, Args] | None
+
+    if not TYPE_CHECKING:  # what type checkers do with `Args`'s default (PEP 696)
+
+        def __class_getitem__(cls, params: object) -> object:
+            return super().__class_getitem__(one_or_two(params))
 
     @property
     def text(self) -> str:
@@ -125,7 +131,7 @@ class _StreamBase(Generic[T]):
         return "" if self._state is None else self._state.reasoning
 
     @property
-    def tool_calls(self) -> tuple[ToolCall[Any], ...]:
+    def tool_calls(self) -> tuple[ToolCall[Args], ...]:
         """The tool calls of a call with ``tools=``, assembled from their deltas and validated,
         once the stream has ended (`read` / `aread` read it); each call's arguments arrive in
         pieces, and are validated only whole."""
@@ -169,7 +175,7 @@ class _StreamBase(Generic[T]):
     def _done(self) -> bool:
         return self._state is not None and self._state.done
 
-    def _finished(self) -> Response[T]:
+    def _finished(self) -> Response[T, Args]:
         state = self._state
         assert state is not None
         if self._result is None:
@@ -205,7 +211,7 @@ class _StreamBase(Generic[T]):
             pass
 
 
-class Stream(_StreamBase[T]):
+class Stream(_StreamBase[T, Args]):
     """Iterate for text deltas; `items()` for array elements; `partials()` for an object as it
     grows, `fields()` for its whole fields; `value` for the validated whole."""
 
@@ -218,7 +224,7 @@ class Stream(_StreamBase[T]):
         self._deltas: Iterator[str] | None = None
         self._closed = False
 
-    def __enter__(self) -> Stream[T]:
+    def __enter__(self) -> Stream[T, Args]:
         self._open()
         return self
 
@@ -330,7 +336,7 @@ class Stream(_StreamBase[T]):
             self.close()
         self.read()
 
-    def calls(self) -> Iterator[ToolCall[Any]]:
+    def calls(self) -> Iterator[ToolCall[Args]]:
         """Each tool call of a call with ``tools=``, validated, as soon as its arguments close
         (when the next call starts, or the choice ends); `tool_calls` then holds them all. It
         reads the stream from its start: call it before any other read."""
@@ -388,7 +394,7 @@ class Stream(_StreamBase[T]):
         self._report_end()
 
 
-class AsyncStream(_StreamBase[T]):
+class AsyncStream(_StreamBase[T, Args]):
     """`Stream` for asyncio: ``async with`` / ``async for``; ``await aread()`` for the value."""
 
     def __init__(self, opener: AsyncOpener) -> None:
@@ -400,7 +406,7 @@ class AsyncStream(_StreamBase[T]):
         self._deltas: AsyncIterator[str] | None = None
         self._closed = False
 
-    async def __aenter__(self) -> AsyncStream[T]:
+    async def __aenter__(self) -> AsyncStream[T, Args]:
         await self._open()
         return self
 
@@ -513,7 +519,7 @@ class AsyncStream(_StreamBase[T]):
             await self.aclose()
         await self.aread()
 
-    async def calls(self) -> AsyncIterator[ToolCall[Any]]:
+    async def calls(self) -> AsyncIterator[ToolCall[Args]]:
         """Each tool call, validated, as soon as its arguments close (as `Stream.calls`)."""
         if self._deltas is not None:
             raise errors.LMClientError("calls() must be the first read of the stream")

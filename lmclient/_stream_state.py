@@ -160,7 +160,7 @@ class StreamState:
         self.done = True
         return out
 
-    def result(self) -> Response[Any]:
+    def result(self) -> Response[Any, Any]:
         return self._call.result(
             [self.text],
             [self.finish_reason],

@@ -16,7 +16,7 @@ import inspect
 import re
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast
 
 import msgspec
 
@@ -26,16 +26,30 @@ from .errors import UnsupportedConstraintError, ValidationError
 __all__ = [
     "CHOICES",
     "ENFORCEMENT",
+    "Args",
     "Tool",
     "ToolCall",
     "ToolChoice",
     "check_tools",
     "decode_calls",
+    "one_or_two",
     "tool_fields",
     "tool_table",
 ]
 
-A = TypeVar("A")
+# Covariant: a `Tool[Weather]` is a `Tool[object]`, so that ``tools=[weather, time]`` binds the
+# arguments' common type (pyright: ``Weather | Time``; mypy: their join), and a
+# `Response[str, Weather]` is a `Response[str]`.
+A = TypeVar("A", covariant=True)
+if TYPE_CHECKING:
+    from typing_extensions import TypeVar as DefaultTypeVar
+
+    # The arguments' type of a response's tool calls: a second parameter of `Response`, which
+    # users write with one (``Response[Person]``) as before, its calls then `object` (PEP 696
+    # default; typing_extensions is not needed at run time, where `one_or_two` pads it).
+    Args = DefaultTypeVar("Args", covariant=True, default=object)
+else:
+    Args = TypeVar("Args", covariant=True)
 ToolChoice = Literal["auto", "required", "none"]
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -127,6 +141,13 @@ class Tool(Generic[A]):
             exc.args = (f"the arguments of a call to tool {self.name!r} are invalid: {exc}",)
             raise
 
+    def match(self, call: ToolCall[object]) -> ToolCall[A] | None:
+        """``call`` typed by this tool's arguments if it is a call to this tool, else ``None``:
+        where a response's calls are not bound to one tool (several tools, ``defaults=``, a
+        `Response[str]` passed on), this narrows them without an ``isinstance`` (which a
+        TypedDict cannot take). By identity: another tool of the same name vouches for nothing."""
+        return cast("ToolCall[A]", call) if call.tool is self else None
+
     def __repr__(self) -> str:
         return f"Tool({self.name!r})"
 
@@ -159,6 +180,14 @@ class ToolCall(msgspec.Struct, Generic[A], frozen=True):
         """This call as an assistant message's ``tool_calls`` item."""
         function = {"name": self.name, "arguments": self.raw_arguments}
         return {"id": self.id, "type": "function", "function": function}
+
+
+def one_or_two(params: object) -> tuple[object, ...]:
+    """A generic's subscript at run time with its second parameter (`Args`) given as ``Any``
+    where it is left out, as type checkers read it: the run-time `Args` has no default
+    (`typing` takes one only from 3.13), and ``Response[Person]`` must stay valid where
+    annotations are evaluated."""
+    return params if isinstance(params, tuple) else (params, Any)
 
 
 def _encode(value: Any) -> str:

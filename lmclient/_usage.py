@@ -231,7 +231,7 @@ class Many:
             if total is not None:
                 total.check(spent, unmetered=unmetered, what=what)
 
-    def run(self, create: Callable[..., Response[Any]], *args: Any) -> Response[Any]:
+    def run(self, create: Callable[..., Response[Any, Any]], *args: Any) -> Response[Any, Any]:
         """``create(*args, self)``, one item in a worker thread, its outcome spent (`spend`) as
         soon as it ends: the next item's `check` must see it, whenever the caller's thread
         gets to `finish` it."""

@@ -391,6 +391,20 @@ def test_fake_answers_text_under_none_and_the_named_tool() -> None:
     assert [c.name for c in named] == ["add"]
 
 
+def test_match_types_a_call_by_the_tool_it_called() -> None:
+    """`Tool.match` gives back the call typed by the tool that decoded it, else ``None``: by
+    identity, not by name, so that another tool of the same name never vouches for a type."""
+    fake = FakeLLM(server="vllm")
+    with fake.mock() as url, lmclient.Client(url, "fake-model") as client:
+        [call] = client.create("Q", tools=[WEATHER, ADD], tool_choice=WEATHER).tool_calls
+    matched = WEATHER.match(call)
+    assert matched is call and isinstance(matched.arguments, Weather)
+    assert ADD.match(call) is None
+    assert Tool(Weather, name="weather").match(call) is None
+    made = ToolCall(id="c", name="weather", arguments=Weather("x"), raw_arguments="{}")
+    assert WEATHER.match(made) is None
+
+
 def test_fake_llamacpp_reads_a_named_choice_as_auto() -> None:
     """llama.cpp reads tool_choice as a string only: lmclient sends that tool alone instead."""
     fake = FakeLLM(server="llamacpp")
@@ -595,7 +609,7 @@ def test_static_types() -> None:
     assert_type(WEATHER.decode('{"city":"a"}'), Weather)
     assert_type(ADD, Tool[Any])
     response = finish(ONE_CALL)
-    assert_type(response.tool_calls, tuple[ToolCall[Any], ...])
+    assert_type(response.tool_calls, tuple[ToolCall[object], ...])  # one parameter: object
     assert_type(response.message, dict[str, Any])
 
 

@@ -1,6 +1,7 @@
 """Static typing is part of the API: mypy --strict and pyright strict must accept
-tests/typing/usage.py and tests/typing/partials.py as they are (every ``assert_type`` exact,
-every misspelt parameter and every value that is not a type an error the file expects)."""
+tests/typing/usage.py, tests/typing/partials.py and tests/typing/tools.py as they are (every
+``assert_type`` exact, every misspelt parameter and every value that is not a type an error the
+file expects)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ def test_usage_type_checks() -> None:
             "--no-incremental",
             "tests/typing/usage.py",
             "tests/typing/partials.py",
+            "tests/typing/tools.py",
         ],
         cwd=ROOT,
         capture_output=True,

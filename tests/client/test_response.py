@@ -6,7 +6,7 @@ tests/test_usage.py."""
 from __future__ import annotations
 
 import base64
-from typing import Any
+from typing import Any, get_args
 
 import msgspec
 import pytest
@@ -27,6 +27,15 @@ def response(body: bytes | list[bytes] | None = None, **fields: Any) -> Response
         **fields,
     }
     return Response(**given, _body=body)
+
+
+def test_a_response_is_subscripted_with_one_parameter_or_two_at_run_time() -> None:
+    """The second parameter, the calls' arguments, has a default for type checkers only (PEP
+    696 is 3.13's): where annotations are evaluated, ``Response[Person]`` stays valid."""
+    assert Response[int] == Response[int, Any]
+    assert get_args(Response[str, ToolCall[int]]) == (str, ToolCall[int])
+    with pytest.raises(TypeError):
+        Response[int, str, bytes]  # type: ignore[misc]
 
 
 def test_the_shortcuts_are_the_first_choice_s() -> None:

@@ -4,6 +4,7 @@ test_stream_state.py)."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import httpx
 import msgspec
@@ -23,6 +24,13 @@ class Person(msgspec.Struct):
 
 
 # -- the request ------------------------------------------------------------------------------
+
+
+def test_a_stream_is_subscripted_with_one_parameter_or_two_at_run_time() -> None:
+    """As `Response`: its tool calls' arguments are a second parameter, left out as before."""
+    assert lmclient.Stream[int] == lmclient.Stream[int, Any]
+    assert lmclient.AsyncStream[str] == lmclient.AsyncStream[str, Any]
+    assert lmclient.Stream[str, int] != lmclient.Stream[str]
 
 
 def test_request_asks_for_usage_and_streaming() -> None:
