@@ -25,16 +25,13 @@ from __future__ import annotations
 import ast
 import asyncio
 import dataclasses
-import functools
 import importlib
 import inspect
 import re
-import struct
 import subprocess
 import sys
 import tempfile
 import wave
-import zlib
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -50,7 +47,7 @@ MARK = re.compile(r"<!--\s*(prelude|run|signature):\s*(.*?)\s*-->")
 OPEN = re.compile(r"```python\b")
 
 # The preludes: what a fragment's surrounding text takes as given. `url` is the fake's.
-CLIENT = '''
+CLIENT = """
 from typing import Literal
 
 import msgspec
@@ -64,12 +61,12 @@ class Person(msgspec.Struct):
 
 
 client = lmclient.Client(url)
-'''
+"""
 PRELUDES: dict[str, str] = {
     # A page's fragments: `client` on the fake (any model name served), `Person` as in README.
     "client": CLIENT,
     # A whole program naming a server of its own: the literals below are the fake's, and the
-    # working directory holds the files it reads (a 1×1 PNG as cat.jpg, a silent WAV).
+    # working directory holds the files it reads (cat.jpg, note.wav).
     "local-server": "",
 }
 # What "local-server" stands in for in a block's text: the documented address of "your server".
@@ -139,6 +136,8 @@ def execute(code: str, namespace: dict[str, Any], filename: str) -> None:
         exec(compiled, namespace)  # our own docs
         return
 
+    assert "url" in namespace, f"{filename} awaits: give it a prelude (its aclient)"
+
     async def main() -> None:
         async with lmclient.AsyncClient(namespace["url"]) as aclient:
             namespace["aclient"] = aclient
@@ -158,18 +157,9 @@ def chain(block: Block) -> list[Block]:
     return out
 
 
-def tiny_png() -> bytes:
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        body = kind + data
-        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
-
-    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
-    pixels = zlib.compress(b"\x00\xff\x00\x00")
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
-
-
 def write_files(where: Path) -> None:
-    (where / "cat.jpg").write_bytes(tiny_png())  # the MIME type is read from the bytes
+    # A JPEG's first bytes: the MIME type is read from them (the fake looks no further).
+    (where / "cat.jpg").write_bytes(b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01\x00" + b"\xff\xd9")
     with wave.open(str(where / "note.wav"), "wb") as note:
         note.setnchannels(1)
         note.setsampwidth(2)
@@ -185,14 +175,17 @@ def prepared(name: str, cwd: Path) -> Iterator[tuple[dict[str, Any], Callable[[s
     with ExitStack() as stack:
         url = stack.enter_context(fake.serve())
         namespace: dict[str, Any] = {"__name__": "__docs__", "url": url}
-        rewrite: Callable[[str], str] = str
+        rewrite: Callable[[str], str] = str  # as written
         if name == "local-server":
             # A short path: a Unix socket's is at most 107 bytes.
             socket = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "llm.sock"
             stack.enter_context(fake.serve(uds=socket))
             write_files(cwd)
             local = {LOCAL_URL: url, LOCAL_SOCKET: str(socket)}
-            rewrite = functools.partial(re.sub, "|".join(map(re.escape, local)), lambda m: local[m[0]])
+
+            def rewrite(code: str) -> str:
+                return re.sub("|".join(map(re.escape, local)), lambda m: local[m[0]], code)
+
         exec(compile(PRELUDES[name], f"<prelude {name}>", "exec"), namespace)
         try:
             yield namespace, rewrite
@@ -203,7 +196,7 @@ def prepared(name: str, cwd: Path) -> Iterator[tuple[dict[str, Any], Callable[[s
 
 
 def run_block(block: Block, cwd: Path) -> None:
-    """Run ``block`` as its mark says (`run_marked` for pytest files and signatures)."""
+    """Run ``block`` after its prelude (`check` deals with the other marks)."""
     blocks = chain(block)
     root = blocks[0]
     if root.mark is None:
@@ -259,7 +252,9 @@ def written_parameters(code: str) -> list[str]:
         else:
             piece += char
     pieces.append(piece)
-    return [re.match(r"\s*(\*\*\w+|\*\w*|\w+)", p).group(1) for p in pieces if p.strip()]  # type: ignore[union-attr]
+    names = [re.match(r"\s*(\*\*\w+|\*\w*|\w+)", piece) for piece in pieces if piece.strip()]
+    assert all(names), f"not a signature: {code!r}"
+    return [name.group(1) for name in names if name]
 
 
 def real_parameters(target: Any) -> list[str]:
@@ -280,7 +275,7 @@ def real_parameters(target: Any) -> list[str]:
 
 def check_signature(block: Block, dotted: str) -> None:
     written, real = written_parameters(block.code), real_parameters(named(dotted))
-    assert written == real, f"{block.id}: the signature of {dotted} is {real}, the doc writes {written}"
+    assert written == real, f"{block.id}: {dotted} takes {real}, the doc writes {written}"
 
 
 def check(block: Block, cwd: Path) -> None:
@@ -314,6 +309,8 @@ PENDING: dict[str, str] = {
 def case(block: Block) -> Any:
     why = next((why for line, why in PENDING.items() if line in block.code), None)
     marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
+    if block.mark == ("run", "pytest"):
+        marks.append(pytest.mark.slow)  # a fresh interpreter and pytest: seconds
     return pytest.param(block, id=block.id, marks=marks)
 
 
@@ -328,7 +325,7 @@ def test_every_python_block_is_collected() -> None:
     for name, page in PAGES.items():
         text = (ROOT / name).read_text()
         assert len(page.blocks) == len(OPEN.findall(text)), name
-        assert page.stray_marks == [], f"{name}: marks before no python block, lines {page.stray_marks}"
+        assert page.stray_marks == [], f"{name}: marks before no block, lines {page.stray_marks}"
     assert len(BLOCKS) >= 18
 
 
@@ -384,8 +381,7 @@ def test_an_unmarked_block_that_breaks_fails(tmp_path: Path) -> None:
         check(page.blocks[2], tmp_path)
 
 
-def test_a_prelude_gives_a_client_on_the_fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(PAGES, "sample.md", sample())
+def test_a_prelude_gives_a_client_on_the_fake(tmp_path: Path) -> None:
     block = sample().blocks[1]
     with prepared("client", tmp_path) as (namespace, rewrite):
         execute(rewrite(block.code), namespace, block.id)
@@ -414,6 +410,7 @@ def test_a_test_file_must_be_marked_to_run_its_tests(tmp_path: Path) -> None:
         check(block, tmp_path)
 
 
+@pytest.mark.slow
 def test_a_pytest_block_with_a_failing_test_fails(tmp_path: Path) -> None:
     block = Block("sample.md", 1, "def test_it() -> None:\n    assert 1 == 2\n", ("run", "pytest"))
     with pytest.raises(AssertionError, match="1 failed"):

@@ -90,7 +90,7 @@ def test_the_docs_tree_is_the_exception_classes_of_lmclient_errors() -> None:
     real: dict[str, str | None] = {}
     for cls in classes:
         bases = [b for b in cls.__bases__ if issubclass(b, lmclient.LMClientError)]
-        assert len(bases) <= 1, f"{cls.__name__}: more than one lmclient base, a tree cannot draw it"
+        assert len(bases) <= 1, f"{cls.__name__}: two lmclient bases, which no tree can draw"
         real[cls.__name__] = bases[0].__name__ if bases else None
     assert documented_tree() == real
 

@@ -6,8 +6,8 @@ llama.cpp server with a few hundred rows."""
 from __future__ import annotations
 
 import logging
-import re
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
