@@ -1,6 +1,6 @@
 """Test code that calls an LLM in CI, without a GPU: lmclient's ``fake_llm`` pytest fixture.
 
-    pip install 'lmclient[testing]' pytest
+    pip install '.[testing]' pytest       # in a clone of lmclient (not yet on PyPI)
     pytest examples/test_with_fake.py
 
 ``fake_llm`` is a :class:`lmclient.testing.FakeLLM` served on 127.0.0.1 for each test. Unless a

@@ -17,6 +17,7 @@ import openai
 import pytest
 
 import lmclient
+import lmclient.errors
 from lmclient import _cli
 from lmclient.testing import FakeLLM
 from tests.helpers import call
@@ -58,6 +59,40 @@ def test_the_docs_table_is_this_one() -> None:
     page = PAGE.read_text()
     rows = re.findall(r"^\| `openai\.(\w+)` \| `(\w+)` \|", page, re.M)
     assert {getattr(openai, a): getattr(lmclient, b) for a, b in rows} == OPENAI
+
+
+def documented_tree() -> dict[str, str | None]:
+    """The tree drawn under "## Errors" in docs/reliability.md: each class → its parent."""
+    section = PAGE.read_text().split("\n## Errors\n", 1)[1]
+    drawing = section.split("```\n", 2)[1]
+    parents: dict[str, str | None] = {}
+    path: list[str] = []  # the line's ancestors, by depth (four columns a level)
+    for line in drawing.splitlines():
+        found = re.match(r"([│├└─ ]*)(\w+)", line)
+        assert found is not None, f"not a line of the tree: {line!r}"
+        depth = len(found.group(1)) // 4
+        path[depth:] = [found.group(2)]
+        assert found.group(2) not in parents, f"{found.group(2)} drawn twice"
+        parents[found.group(2)] = path[depth - 1] if depth else None
+    return parents
+
+
+def test_the_docs_tree_is_the_exception_classes_of_lmclient_errors() -> None:
+    """Every exception class `lmclient.errors` defines, each under its lmclient base, and none
+    else: a class added to the module and not to the page fails here."""
+    classes = [
+        value
+        for value in vars(lmclient.errors).values()
+        if isinstance(value, type)
+        and issubclass(value, lmclient.LMClientError)
+        and value.__module__ == "lmclient.errors"
+    ]
+    real: dict[str, str | None] = {}
+    for cls in classes:
+        bases = [b for b in cls.__bases__ if issubclass(b, lmclient.LMClientError)]
+        assert len(bases) <= 1, f"{cls.__name__}: two lmclient bases, which no tree can draw"
+        real[cls.__name__] = bases[0].__name__ if bases else None
+    assert documented_tree() == real
 
 
 @pytest.fixture

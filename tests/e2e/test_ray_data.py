@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -201,3 +202,35 @@ def test_300_rows_on_llama_cpp(cluster: None, llama: llamacpp.LlamaServer) -> No
     for row in rows:
         msgspec.convert({"sentiment": row["sentiment"], "stars": row["stars"]}, Review)
         assert row["prompt_tokens"] > 0 and row["completion_tokens"] > 0
+
+
+def test_the_example_of_the_scaling_guide_runs(cluster: None, tmp_path: Path) -> None:
+    """docs/scaling.md's Ray Data block (tests/test_docs_blocks.py sends it here), with what
+    this cluster has in place of what it names: the fake for the router, the tests' types for
+    ``myapp.types``, a temporary directory for ``/data``, and 2 actors of half a CPU for 8 of
+    one (the cluster has 2 CPUs)."""
+    import pyarrow
+    import pyarrow.parquet
+
+    text = (ROOT / "docs" / "scaling.md").read_text().split("\n## Ray Data\n", 1)[1]
+    found = re.search(r"```python\n(.*?)```", text, re.DOTALL)
+    assert found is not None, "no python block under 'Ray Data' in docs/scaling.md"
+    prompts = [f"Invent person {i}." for i in range(40)]
+    pyarrow.parquet.write_table(pyarrow.table({"prompt": prompts}), tmp_path / "prompts.parquet")
+    with FakeLLM().serve() as url:
+        stand_ins = {
+            '"http://router:8000/v1"': f'"{url}"',
+            "from myapp.types import": "from tests.e2e.ray_types import",
+            "actors=8,": "actors=2, num_cpus=0.5,",
+            '"/data/': f'"{tmp_path}/',
+        }
+        code = found.group(1)
+        for written, used in stand_ins.items():
+            assert written in code, f"docs/scaling.md's Ray block no longer has {written}"
+            code = code.replace(written, used)
+        exec(code, {"__name__": "__docs__"})  # our own docs
+    rows = pyarrow.parquet.read_table(tmp_path / "people").to_pylist()
+    assert sorted(row["prompt"] for row in rows) == sorted(prompts)
+    for row in rows:
+        assert row["error_type"] is None, row
+        msgspec.convert({"name": row["name"], "age": row["age"]}, Person)  # valid, or raises
