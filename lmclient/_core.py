@@ -256,8 +256,9 @@ class ClientCore:
         if any(isinstance(answer, (dict, list)) for answer in answers):
             return ""
         return (
-            "note: the client runs as dialect 'generic' because none of dialect='auto''s probes "
-            f"(GET {paths}) got an answer; if the server is one lmclient knows, {fix}"
+            "note: the client runs as dialect 'generic' because dialect='auto' recognised no "
+            f"server: none of its probes (GET {paths}) was answered; if the server is one "
+            f"lmclient knows (behind a gateway that passes only the POST routes, say), {fix}"
         )
 
     def refuse_unserved(self, params: Mapping[str, Any]) -> None:
@@ -270,11 +271,11 @@ class ClientCore:
     def unreachable(self, exc: errors.APIConnectionError, doing: str) -> errors.APIConnectionError:
         """``exc``, a set-up request's failure to reach the server, said as such: the request
         is lmclient's (``doing``), not the user's call, and the server is what to check."""
-        what = "did not answer in time" if isinstance(exc, errors.APITimeoutError) else None
+        timed_out = isinstance(exc, errors.APITimeoutError)
+        failed = "did not answer in time" if timed_out else "could not be reached"
         exc.args = (
-            f"the server at {self.base_url} {what or 'could not be reached'} while lmclient "
-            f"{doing}: "
-            f"{exc}; check that it is running at that address",
+            f"the server at {self.base_url} {failed} while lmclient {doing} (check that it "
+            f"runs at that address): {exc}",
             *exc.args[1:],
         )
         return exc
@@ -282,17 +283,18 @@ class ClientCore:
     def unlisted(self, exc: errors.LMClientError) -> errors.LMClientError:
         """The error for a client made with ``model=None`` whose call names no model, when the
         model list cannot be had: a server or gateway without ``GET /v1/models`` (a 404, 405 or
-        501, or an answer that is not a model list) is a configuration to fix, said as such; any
-        other failure (the server unreachable, a bad key) is itself."""
+        501, or an answer that is not a model list) is a configuration to fix, said as such (a
+        base URL without ``/v1`` the likely one); a server not reached is said as the set-up's
+        (`unreachable`); any other failure (a bad key) is itself."""
         if isinstance(exc, errors.ProtocolError) or (
             isinstance(exc, errors.APIStatusError) and exc.status_code in (404, 405, 501)
         ):
             path = httpx.URL(self.base_url + "/models").path
             if not path.endswith("/v1/models"):  # the usual cause: a base URL without /v1
                 return ConfigurationError(
-                    f"model=None, and GET {path} lists no models ({exc}): the base URL should "
-                    f"end in /v1, where OpenAI-compatible servers answer (base_url="
-                    f"'{self.base_url}/v1'), or pass model=... to the client, the call or defaults="
+                    f"model=None, and GET {path} lists no models ({exc}): the base URL likely "
+                    "lacks the /v1 under which OpenAI-compatible servers answer (base_url="
+                    f"'{self.base_url}/v1'); or pass model=... to the client, the call or defaults="
                 )
             return ConfigurationError(
                 f"model=None, and GET {path} lists no models "

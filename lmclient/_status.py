@@ -75,17 +75,18 @@ def api_error(status: int, headers: Mapping[str, str], body: bytes) -> errors.AP
 
 def shown_text(text: str, headers: Mapping[str, str]) -> str:
     """What an error's message shows of a body in no error envelope: an HTML page (a proxy's
-    or a gateway's 502, a web server's 404) by its title and size, other text cut at
+    or a gateway's 502, a web server's 404) by its title (else its words, without tags) and
+    its size, any text cut at
     `SHOWN_CHARS`. A message is read in logs and tracebacks; the whole body stays on the
     exception (``body``)."""
     html = "html" in headers.get("content-type", "").lower() or bool(_HTML.match(text))
-    if html:
+    if html:  # its title, else its words
         title = _TITLE.search(text)
-        said = " ".join(_TAG.sub(" ", title[1]).split()) if title else ""
-        said = f" titled {said[:SHOWN_CHARS]!r}" if said else ""
+        words = " ".join(_TAG.sub(" ", title[1] if title else text).split())
+        shown = words[:SHOWN_CHARS] + ("..." if len(words) > SHOWN_CHARS else "")
         return (
-            f"an HTML page{said} ({len(text)} characters; the whole page is the error's body), "
-            "not an API error: a proxy, a gateway or a web server answered in the API's place"
+            f"{shown or 'an empty page'} (an HTML page of {len(text)} characters, whole in the "
+            "error's body: a proxy, a gateway or a web server answered, not the API)"
         )
     if len(text) <= SHOWN_CHARS:
         return text
@@ -95,7 +96,7 @@ def shown_text(text: str, headers: Mapping[str, str]) -> str:
     )
 
 
-SHOWN_CHARS = 300  # of a body in no envelope, in a message
+SHOWN_CHARS = 500  # of a body in no envelope, in a message
 _HTML = re.compile(r"<(?:!doctype html|html|head|body|title)\b", re.IGNORECASE)
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title", re.IGNORECASE | re.DOTALL)
 _TAG = re.compile(r"<[^>]*>")
