@@ -300,10 +300,9 @@ class AsyncClient(AsyncScoring):
         )
 
     async def probe(self) -> ServerInfo:
-        """Probe the server now and say what it is (kind, version, dialect, models): what
-        ``dialect="auto"`` learns before the first call. A dialect given explicitly is kept.
-        Once probed, the answer is the first probe's; a closed client raises
-        `ClientClosedError`, as every call does."""
+        """What the server is (kind, version, dialect, models), probed now if it was not yet:
+        what ``dialect="auto"`` learns before the first call. A dialect given explicitly is
+        kept; a closed client raises `ClientClosedError`, as every call does."""
         async with self._setup_lock:
             self._transport.check_open()
             return self._core.server_info or await self._probe_server()
