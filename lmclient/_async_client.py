@@ -585,7 +585,7 @@ class AsyncClient(AsyncScoring):
             try:
                 await self._send(self._core.models_call())
             except errors.APIConnectionError as exc:
-                raise self._core.unreachable(exc, "detected it (dialect='auto')") from None
+                raise self._core.unreachable(exc, "detected what server it is") from None
             answers = await self._probe_round()  # once more, now that it answers
         return self._core.adopt_probes(answers, mocked=self._transport.mocked())
 
