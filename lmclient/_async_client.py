@@ -50,12 +50,7 @@ _MODULES = sys.modules  # `Observer.key` is looked up here, once per call
 
 
 class AsyncClient(AsyncScoring):
-    """An asyncio client for one OpenAI-compatible server; the same surface as `Client`.
-
-    >>> async with AsyncClient("http://127.0.0.1:8000/v1", model="Qwen/Qwen3-0.6B") as client:
-    ...     await client.generate("Positive?", Literal["yes", "no"])
-    'yes'
-    """
+    """An asyncio client for one OpenAI-compatible server: `Client`'s methods, awaited."""
 
     def __init__(
         self,
@@ -310,9 +305,10 @@ class AsyncClient(AsyncScoring):
         )
 
     async def probe(self) -> ServerInfo:
-        """Probe the server now and say what it is (kind, version, dialect, models): what
-        ``dialect="auto"`` learns before the first call. A dialect given explicitly is kept."""
+        """What the server is (kind, version, dialect, models), probed now if not yet (what
+        ``dialect="auto"`` learns before a first call; a given dialect is kept); open only."""
         async with self._setup_lock:
+            self._transport.check_open()
             return self._core.server_info or await self._probe_server()
 
     async def models(self) -> list[str]:
@@ -571,6 +567,7 @@ class AsyncClient(AsyncScoring):
         async with self._setup_lock:
             if self._core.dialect is None:
                 await self._probe_server()
+            self._core.refuse_unserved(params)
             if self._core.model is None and not self._core.names_model(params):
                 names = await self._model_list()
                 self._core.adopt_models(names)
@@ -589,9 +586,12 @@ class AsyncClient(AsyncScoring):
         never fails a call, whatever it got (`ClientCore.adopt_probes`)."""
         answers = await self._probe_round()
         if self._core.unreached(answers):  # wait for a server starting up, or fail as it does
-            await self._send(self._core.models_call())
+            try:
+                await self._send(self._core.models_call())
+            except errors.APIConnectionError as exc:
+                raise self._core.unreachable(exc, "detected what server it is") from None
             answers = await self._probe_round()  # once more, now that it answers
-        return self._core.adopt_probes(answers)
+        return self._core.adopt_probes(answers, mocked=self._transport.mocked())
 
     async def _probe_round(self) -> list[Any]:
         """Detection's requests: the model list, then the probes it leaves open, at once."""

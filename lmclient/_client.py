@@ -52,12 +52,7 @@ _MODULES = sys.modules  # `Observer.key` is looked up here, once per call
 
 
 class Client(Scoring):
-    """A blocking client for one OpenAI-compatible server.
-
-    >>> client = Client("http://127.0.0.1:8000/v1", model="Qwen/Qwen3-0.6B")
-    >>> client.generate("Positive?", Literal["yes", "no"])
-    'yes'
-    """
+    """A blocking client for one OpenAI-compatible server (README.md and docs/ show it in use)."""
 
     def __init__(
         self,
@@ -310,9 +305,10 @@ class Client(Scoring):
         )
 
     def probe(self) -> ServerInfo:
-        """Probe the server now and say what it is (kind, version, dialect, models): what
-        ``dialect="auto"`` learns before the first call. A dialect given explicitly is kept."""
+        """What the server is (kind, version, dialect, models), probed now if not yet (what
+        ``dialect="auto"`` learns before a first call; a given dialect is kept); open only."""
         with self._setup_lock:
+            self._transport.check_open()
             return self._core.server_info or self._probe_server()
 
     def models(self) -> list[str]:
@@ -561,6 +557,7 @@ class Client(Scoring):
         with self._setup_lock:
             if self._core.dialect is None:
                 self._probe_server()
+            self._core.refuse_unserved(params)
             if self._core.model is None and not self._core.names_model(params):
                 names = self._model_list()
                 self._core.adopt_models(names)
@@ -579,9 +576,12 @@ class Client(Scoring):
         never fails a call, whatever it got (`ClientCore.adopt_probes`)."""
         answers = self._probe_round()
         if self._core.unreached(answers):  # wait for a server starting up, or fail as it does
-            self._send(self._core.models_call())
+            try:
+                self._send(self._core.models_call())
+            except errors.APIConnectionError as exc:
+                raise self._core.unreachable(exc, "detected what server it is") from None
             answers = self._probe_round()  # once more, now that it answers
-        return self._core.adopt_probes(answers)
+        return self._core.adopt_probes(answers, mocked=self._transport.mocked())
 
     def _probe_round(self) -> list[Any]:
         """Detection's requests: the model list, then the probes it leaves open, at once."""

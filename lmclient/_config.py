@@ -7,6 +7,8 @@ The rules, and why:
 
 * The base URL is an ``http`` or ``https`` URL with a host and no query or fragment: lmclient
   appends ``/chat/completions`` and the like to it, which a query or fragment would swallow.
+  Its trailing slashes are dropped (``/v1/`` is ``/v1``); an empty segment inside its path
+  (``http://host//v1``) is refused, as no server routes it.
 * A port, if the URL has one, is 1 to 65535 in ASCII digits. httpx reads ``:99999`` and ``:0``
   as given (a socket then connects to the number modulo 65536, or to port 80, and an asyncio
   one raises `OverflowError`) and ``:+80``, ``: 80``, ``:٣`` and ``host:`` as ports too, so the
@@ -116,6 +118,11 @@ def client_url(base_url: str) -> ClientURL:
     if url.query or url.fragment:
         raise ConfigurationError(
             f"base_url must have no query or fragment (lmclient appends paths to it): {shown!r}"
+        )
+    if "//" in url.path.rstrip("/"):
+        raise ConfigurationError(
+            f"base_url {shown!r} has an empty path segment ('//'), a path servers do not "
+            "route: write it with single slashes (e.g. http://127.0.0.1:8000/v1)"
         )
     return ClientURL(shown.rstrip("/"), url.host, authorization)
 

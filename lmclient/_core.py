@@ -40,11 +40,18 @@ from ._params import CALL_PARAMS, RESPELT, Prompt, check_params, env_api_key, en
 from ._plans import Planned, Plans
 from ._reasoning import REASONING_PARAMS, reasoning_fields, reasoning_params, thinking_room
 from ._request import CallSettings, PreparedRequest, Timeouts
-from ._serving import HEADER_PARAMS, TABLED, check_model, serving_fields, trace_headers
+from ._serving import (
+    HEADER_PARAMS,
+    TABLED,
+    check_model,
+    ignored_model,
+    serving_fields,
+    trace_headers,
+)
 from ._tools import check_tools, tool_fields
 from ._usage import Many
 from ._wire.protocol import ModelList
-from .errors import ConfigurationError
+from .errors import ConfigurationError, UnsupportedConstraintError
 
 __all__ = ["ClientCore"]
 
@@ -119,7 +126,8 @@ class ClientCore:
         self.dialect = None if self.forced is None or self.forced.probe_first else self.forced
         self.server_info: ServerInfo | None = None
         self.listed: list[str] | None = None  # the model list the probes got, if they got one
-        self.caveat = ""  # what the errors of invalid output add (`Dialect.caveat`)
+        self.caveat = ""  # what the errors of invalid output add (`Dialect.caveat`, `_fallback`)
+        self.unserved = ""  # the refusal of the client's model, if the server would ignore it
         self.settings = CallSettings(
             max_retries=max_retries,
             max_reasks=max_reasks,
@@ -148,8 +156,10 @@ class ClientCore:
 
     @property
     def ready(self) -> bool:
-        """Model and dialect are known, so a call needs no set-up requests first."""
-        return self.model is not None and self.dialect is not None
+        """Model and dialect are known, so a call needs no set-up requests first; a client
+        whose model the server would ignore (`unserved`) is never ready: each call goes
+        through `refuse_unserved`."""
+        return self.model is not None and self.dialect is not None and not self.unserved
 
     def models_call(self, **params: Any) -> Lookup[list[str]]:
         """A request for the ids of the served models (``GET /v1/models``)."""
@@ -193,15 +203,17 @@ class ClientCore:
             for a in asked
         )
 
-    def adopt_probes(self, answers: Sequence[Any]) -> ServerInfo:
+    def adopt_probes(self, answers: Sequence[Any], *, mocked: bool) -> ServerInfo:
         """Learn from the answers to `probe_calls` and `listing_call`, last (the exception where
         one failed, ``None`` where one was not asked): the dialect, if
         ``"auto"`` left it open, and the model, if ``None`` left it open and only one is served.
+        ``mocked``: the answers came through a respx mock (the transport's `mocked`).
 
         Whatever failed (a 404, a broken connection, a body that is not JSON, a mock's unmocked
         route) is simply not recognised: nothing recognised is ``generic``, and detection never
         fails a call. A model list that did not come is `listed` ``None``: `model_list` asks
-        again only if a call needs the model from it."""
+        again only if a call needs the model from it. A model given to the client that the
+        server would answer with another is `unserved` (refused by `refuse_unserved`)."""
         *probes, models = answers
         found = {p: a for p, a in zip(PROBE_PATHS, probes, strict=True) if isinstance(a, dict)}
         self.listed = models if isinstance(models, list) else None
@@ -210,22 +222,86 @@ class ClientCore:
         if self.dialect is None:
             self.dialect = self.forced or get_dialect(info.dialect)
             self.caveat = self.dialect.caveat(info)
+            if self.forced is None and info.kind == "unknown":
+                self.caveat = self._fallback(answers, mocked=mocked)
         if self.model is None and len(info.models) == 1:
             self.model = info.models[0]
+        elif self.model is not None:
+            ignored = ignored_model(self.dialect.name, self.model, info.models)
+            self.unserved = ignored and (
+                f"the client's model={self.model!r} is not served at {self.base_url}, {ignored}: "
+                "make the client with model= one of them (or pass model= to each call)"
+            )
         return info
+
+    def _fallback(self, answers: Sequence[Any], *, mocked: bool) -> str:
+        """What the errors of invalid output add when ``"auto"`` fell back to ``generic``
+        because no probe was answered, or a respx mock answered in the server's place: the
+        request sent, and the answer expected, are then not those of the server in production
+        (a suite that mocks only the POST, as the openai SDK's suites do). ``""`` for a server
+        that answered and is none lmclient knows: ``generic`` is then its dialect."""
+        paths = ", ".join([httpx.URL(self.base_url + "/models").path, *PROBE_PATHS])
+        fix = (
+            "make the client with the server's dialect (dialect='vllm', 'sglang', 'llamacpp', "
+            "...; docs/servers.md)"
+        )
+        if mocked:
+            return (
+                "note: this answer came through a respx mock, and the client ran as dialect "
+                "'generic' because dialect='auto' recognised no server behind the mock (its "
+                f"probes, GET {paths}, got no answer it knows), so the request was not the one "
+                f"your server gets in production: {fix}, or mock the probe routes too "
+                "(docs/testing.md)"
+            )
+        if any(isinstance(answer, (dict, list)) for answer in answers):
+            return ""
+        return (
+            "note: the client runs as dialect 'generic' because dialect='auto' recognised no "
+            f"server: none of its probes (GET {paths}) was answered; if the server is one "
+            f"lmclient knows (behind a gateway that passes only the POST routes, say), {fix}"
+        )
+
+    def refuse_unserved(self, params: Mapping[str, Any]) -> None:
+        """Refuse a call that would go out with the client's model where the server would
+        answer it with another model (`unserved`); a call naming its own model is checked as
+        such (`check_model`)."""
+        if self.unserved and not self.names_model(params):
+            raise UnsupportedConstraintError(self.unserved)
+
+    def unreachable(self, exc: errors.APIConnectionError, doing: str) -> errors.APIConnectionError:
+        """``exc``, a set-up request's failure to reach the server, said as such: the request
+        is lmclient's (``doing``), not the user's call, and the server is what to check."""
+        timed_out = isinstance(exc, errors.APITimeoutError)
+        failed = "did not answer in time" if timed_out else "could not be reached"
+        exc.args = (
+            f"the server at {self.base_url} {failed} while lmclient {doing} (check that it "
+            f"runs at that address): {exc}",
+            *exc.args[1:],
+        )
+        return exc
 
     def unlisted(self, exc: errors.LMClientError) -> errors.LMClientError:
         """The error for a client made with ``model=None`` whose call names no model, when the
         model list cannot be had: a server or gateway without ``GET /v1/models`` (a 404, 405 or
-        501, or an answer that is not a model list) is a configuration to fix, said as such; any
-        other failure (the server unreachable, a bad key) is itself."""
+        501, or an answer that is not a model list) is a configuration to fix, said as such (a
+        base URL without ``/v1`` the likely one); a server not reached is said as the set-up's
+        (`unreachable`); any other failure (a bad key) is itself."""
         if isinstance(exc, errors.ProtocolError) or (
             isinstance(exc, errors.APIStatusError) and exc.status_code in (404, 405, 501)
         ):
+            path = httpx.URL(self.base_url + "/models").path
+            if not path.endswith("/v1/models"):  # the usual cause: a base URL without /v1
+                return ConfigurationError(
+                    f"model=None, and GET {path} lists no models ({exc}): the base URL likely "
+                    "lacks the /v1 under which OpenAI-compatible servers answer (base_url="
+                    f"'{self.base_url}/v1'); or pass model=... to the client, the call or defaults="
+                )
             return ConfigurationError(
-                f"model=None, and GET {httpx.URL(self.base_url).path}/models lists no models "
+                f"model=None, and GET {path} lists no models "
                 f"({exc}): pass model=... to the client, the call or defaults="
             )
+        if isinstance(exc, errors.APIConnectionError):
+            return self.unreachable(exc, "asked for its model list (model=None)")
         return exc
 
     def adopt_models(self, names: list[str]) -> str:

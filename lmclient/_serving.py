@@ -48,6 +48,7 @@ __all__ = [
     "TABLED",
     "Place",
     "check_model",
+    "ignored_model",
     "serving_fields",
     "serving_problem",
     "trace_headers",
@@ -110,13 +111,24 @@ MODEL_LISTED = frozenset({"llamacpp", "tgi"})
 
 
 def check_model(dialect: str, model: str, served: list[str], where: str) -> None:
-    """Refuse a per-call ``model`` that ``dialect``'s server would ignore: on the servers that
-    answer any name (`MODEL_LISTED`), one that their model list (``served``) lacks."""
-    if dialect in MODEL_LISTED and served and model not in served:
+    """Refuse a per-call ``model`` that ``dialect``'s server would ignore (`ignored_model`)."""
+    ignored = ignored_model(dialect, model, served)
+    if ignored:
         raise UnsupportedConstraintError(
-            f"{where}(): model {model!r} is not served here, and {dialect} servers answer any "
-            f"model name with a model they serve ({', '.join(served)}), ignoring it"
+            f"{where}(): model {model!r} is not served here, {ignored}: pass model= one of them"
         )
+
+
+def ignored_model(dialect: str, model: str, served: list[str]) -> str:
+    """Why ``dialect``'s server would answer ``model`` with another model (``""``: it would
+    not): on the servers that answer any name (`MODEL_LISTED`), a name their model list
+    (``served``) lacks. The same rule for a call's model and a client's (`ClientCore.unserved`)."""
+    if dialect in MODEL_LISTED and served and model not in served:
+        return (
+            f"and {dialect} servers answer any model name with a model they serve "
+            f"({', '.join(served)}), ignoring it"
+        )
+    return ""
 
 
 def serving_problem(name: str, value: Any) -> str | None:

@@ -19,7 +19,7 @@ from . import errors
 from ._output.depth import MAX_DEPTH, nested_deeper
 from ._output.types import DECODE_ERRORS
 
-__all__ = ["ErrorInfo", "api_error", "error_info", "retry_after"]
+__all__ = ["ErrorInfo", "api_error", "error_info", "retry_after", "shown_text"]
 
 _STATUS_ERRORS: dict[int, type[errors.APIStatusError]] = {
     400: errors.BadRequestError,
@@ -46,7 +46,7 @@ def api_error(status: int, headers: Mapping[str, str], body: bytes) -> errors.AP
         message, kind, code, param = info.message, info.type, info.code, info.param
     else:
         text = decoded.strip() if isinstance(decoded, str) else ""
-        message = text[:500] or f"HTTP {status}"
+        message = shown_text(text, headers) or f"HTTP {status}"
         kind = code = param = None
     cls = _STATUS_ERRORS.get(status) or (
         errors.ServerError if status >= 500 else errors.APIStatusError
@@ -71,6 +71,35 @@ def api_error(status: int, headers: Mapping[str, str], body: bytes) -> errors.AP
         headers=headers,
         **fields,
     )
+
+
+def shown_text(text: str, headers: Mapping[str, str]) -> str:
+    """What an error's message shows of a body in no error envelope: an HTML page (a proxy's
+    or a gateway's 502, a web server's 404) by its title (else its words, without tags) and
+    its size, any text cut at
+    `SHOWN_CHARS`. A message is read in logs and tracebacks; the whole body stays on the
+    exception (``body``)."""
+    html = "html" in headers.get("content-type", "").lower() or bool(_HTML.match(text))
+    if html:  # its title, else its words
+        title = _TITLE.search(text)
+        words = " ".join(_TAG.sub(" ", title[1] if title else text).split())
+        shown = words[:SHOWN_CHARS] + ("..." if len(words) > SHOWN_CHARS else "")
+        return (
+            f"{shown or 'an empty page'} (an HTML page of {len(text)} characters, whole in the "
+            "error's body: a proxy, a gateway or a web server answered, not the API)"
+        )
+    if len(text) <= SHOWN_CHARS:
+        return text
+    return (
+        f"{text[:SHOWN_CHARS]}... ({len(text) - SHOWN_CHARS} more characters: the whole text is "
+        "the error's body)"
+    )
+
+
+SHOWN_CHARS = 500  # of a body in no envelope, in a message
+_HTML = re.compile(r"<(?:!doctype html|html|head|body|title)\b", re.IGNORECASE)
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"<[^>]*>")
 
 
 # What says that a prompt does not fit the context, per server. Read in the source: vLLM 0.5

@@ -513,7 +513,9 @@ def test_llamacpp_props_say_which_kinds_the_model_takes() -> None:
 
 def test_a_model_without_the_kind_is_refused() -> None:
     core = _core.ClientCore("http://h/v1", "gemma", dialect="llamacpp")
-    core.adopt_probes([PROPS if p == "/props" else None for p in PROBE_PATHS] + [["gemma"]])
+    core.adopt_probes(
+        [PROPS if p == "/props" else None for p in PROBE_PATHS] + [["gemma"]], mocked=False
+    )
     with pytest.raises(MediaError, match="the model gemma takes no image input"):
         core.prepare("generate", [QUESTION, IMAGE], str, "chat", {})
     core.prepare("generate", [QUESTION, "text parts pass"], str, "chat", {})

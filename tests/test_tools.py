@@ -428,13 +428,17 @@ def test_a_llamacpp_template_without_tools_is_refused_before_sending() -> None:
     recorded /props of the Gemma 3 template says so): lmclient refuses them instead."""
     props = json.loads((LLAMACPP_LIVE / "props.response.json").read_text())
     core = _core.ClientCore("http://h/v1", "m")
-    info = core.adopt_probes([props if p == "/props" else None for p in PROBE_PATHS] + [["m"]])
+    info = core.adopt_probes(
+        [props if p == "/props" else None for p in PROBE_PATHS] + [["m"]], mocked=False
+    )
     assert (info.dialect, info.tools) == ("llamacpp", False)
     with pytest.raises(lmclient.UnsupportedConstraintError, match="chat_template_caps"):
         core.validate("create", "Q", str, "chat", {"tools": [WEATHER]})
     core.validate("create", "Q", str, "chat", {"tools": []})
     able = {**props, "chat_template_caps": {"supports_tool_calls": True}}
-    core.adopt_probes([able if p == "/props" else None for p in PROBE_PATHS] + [["m"]])
+    core.adopt_probes(
+        [able if p == "/props" else None for p in PROBE_PATHS] + [["m"]], mocked=False
+    )
     core.validate("create", "Q", str, "chat", {"tools": [WEATHER]})
 
 

@@ -455,6 +455,15 @@ class AsyncTransport:
         """What a closed client sends through instead of this transport, once it is closed."""
         return _ClosedAsyncTransport()
 
+    def check_open(self) -> None:
+        """Nothing: an open transport (`closed`'s raises `ClientClosedError`), for the client's
+        methods that may answer without a request."""
+
+    def mocked(self) -> bool:
+        """Whether a request sent now would go to a respx mock (its answers are then a test's,
+        not a server's: `ClientCore.adopt_probes`)."""
+        return _RESPX.active()
+
     # -- own HTTP/1.1 --------------------------------------------------------------------
 
     @overload
@@ -628,6 +637,9 @@ class AsyncTransport:
 
 class _ClosedAsyncTransport(AsyncTransport):
     """What a closed `AsyncClient` sends through: every request refused, no connection opened."""
+
+    def check_open(self) -> None:
+        raise closed_error()
 
     def send(
         self,

@@ -286,6 +286,15 @@ class SyncTransport:
         """What a closed client sends through instead of this transport, once it is closed."""
         return _ClosedSyncTransport()
 
+    def check_open(self) -> None:
+        """Nothing: an open transport (`closed`'s raises `ClientClosedError`), for the client's
+        methods that may answer without a request."""
+
+    def mocked(self) -> bool:
+        """Whether a request sent now would go to a respx mock (its answers are then a test's,
+        not a server's: `ClientCore.adopt_probes`)."""
+        return _RESPX.active()
+
     # -- own HTTP/1.1 --------------------------------------------------------------------
 
     def _exchange(
@@ -447,6 +456,9 @@ class SyncTransport:
 class _ClosedSyncTransport(SyncTransport):
     """What a closed `Client` sends through: every request refused, no connection opened (the
     transport it replaces was closed; this one holds nothing to close)."""
+
+    def check_open(self) -> None:
+        raise closed_error()
 
     def send(
         self,

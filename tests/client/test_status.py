@@ -179,7 +179,9 @@ def test_an_empty_or_blank_body_names_the_status() -> None:
 def test_a_long_text_body_is_cut_in_the_message_and_kept_whole_in_the_body() -> None:
     text = "x" * 2000
     exc = _status.api_error(500, {}, text.encode())
-    assert exc.message == "x" * 500
+    assert (
+        exc.message == "x" * 500 + "... (1500 more characters: the whole text is the error's body)"
+    )
     assert exc.body == text
 
 

@@ -43,6 +43,18 @@ def test_per_call_model_and_trace_context(llama: Any) -> None:
         assert client.generate("Q", bool, headers={"X-Request-Id": "req-1"}) in (True, False)
 
 
+def test_a_clients_model_the_server_would_ignore_is_refused(llama: Any) -> None:
+    """llama.cpp answers any model name with its one model (``response.model`` is its own): a
+    client made with another name, as the README's ``Qwen/Qwen3-0.6B``, is refused before any
+    generation, naming the served model, on every call that uses it."""
+    with lmclient.Client(llama.base_url, model="Qwen/Qwen3-0.6B") as client:
+        for _ in range(2):
+            with pytest.raises(lmclient.UnsupportedConstraintError) as info:
+                client.generate("Q", bool)
+            assert f"({llama.model})" in str(info.value) and "model=" in str(info.value)
+        assert client.generate("Q", bool, model=llama.model) in (True, False)
+
+
 def test_per_call_headers_reach_the_server(keyed: llamacpp.LlamaServer) -> None:
     auth = {"Authorization": f"Bearer {KEY}"}
     with lmclient.Client(keyed.base_url, model=keyed.model, dialect="llamacpp") as client:
