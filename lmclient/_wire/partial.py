@@ -27,6 +27,7 @@ from lmclient._output.depth import MAX_DEPTH, nested_deeper, too_deep, type_dept
 from lmclient._output.markers import JsonSchema
 from lmclient._output.types import DECODE_ERRORS, OutputSpec
 from lmclient._wire.progressive import JsonProgress, Partial
+from lmclient._wire.sse import closing_text
 from lmclient.errors import ValidationError
 
 __all__ = ["ObjectFields", "ObjectProgress", "PartialObject"]
@@ -88,10 +89,10 @@ class ObjectFields:
                 elif phase == "nested":
                     self._in_string = False
                 elif phase == "in_key":
-                    self._key = self._take(delta, start, pos)
+                    self._key = closing_text(self._pieces, delta, start, pos)
                     phase = "colon"
                 else:
-                    out.append((self._key, self._take(delta, start, pos)))
+                    out.append((self._key, closing_text(self._pieces, delta, start, pos)))
                     phase = "key"
             elif phase == "nested":
                 m = _NESTED.search(delta, pos)
@@ -106,13 +107,13 @@ class ObjectFields:
                 else:
                     self._depth -= 1
                     if self._depth == 0:
-                        out.append((self._key, self._take(delta, start, pos)))
+                        out.append((self._key, closing_text(self._pieces, delta, start, pos)))
                         phase = "key"
             elif phase == "scalar":
                 m = _SCALAR_END.search(delta, pos)
                 if m is None:
                     break
-                out.append((self._key, self._take(delta, start, m.start())))
+                out.append((self._key, closing_text(self._pieces, delta, start, m.start())))
                 pos = m.end()
                 phase = "done" if m.group() == "}" else "key"
             elif phase == "value":
@@ -144,15 +145,6 @@ class ObjectFields:
             self._pieces.append(delta[start:])
         self._phase = phase
         return out
-
-    def _take(self, delta: str, start: int, end: int) -> str:
-        """The open token's whole text, ending at ``delta[end]``; closes the token."""
-        if not self._pieces:
-            return delta[start:end]
-        self._pieces.append(delta[start:end])
-        text = "".join(self._pieces)
-        self._pieces.clear()
-        return text
 
 
 # -- the fields of an output type ----------------------------------------------------------

@@ -213,7 +213,7 @@ class ArrayItems:
                     if c != ",":
                         self._depth -= 1
                 else:  # the element ends: at a comma, or with the array
-                    self._emit(self._take(delta, start, m.start()), out)
+                    self._emit(closing_text(self._pieces, delta, start, m.start()), out)
                     start = pos
                     if c != ",":
                         self._done = True
@@ -222,17 +222,20 @@ class ArrayItems:
             self._pieces.append(delta[start:])
         return out
 
-    def _take(self, delta: str, start: int, end: int) -> str:
-        """The open element's whole text, ending at ``delta[end]``; closes the element."""
-        if not self._pieces:
-            return delta[start:end]
-        self._pieces.append(delta[start:end])
-        text = "".join(self._pieces)
-        self._pieces.clear()
-        return text
-
     @staticmethod
     def _emit(item: str, out: list[str]) -> None:
         item = item.strip()
         if item:
             out.append(item)
+
+
+def closing_text(pieces: list[str], delta: str, start: int, end: int) -> str:
+    """The whole text of a token that closes at ``delta[end]``, begun at ``delta[start]`` or in
+    earlier deltas (``pieces``, emptied): each delta's part is kept apart and joined once, when
+    the token closes, so a long token in small deltas costs time linear in its length."""
+    if not pieces:
+        return delta[start:end]
+    pieces.append(delta[start:end])
+    text = "".join(pieces)
+    pieces.clear()
+    return text
