@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -76,7 +77,7 @@ def answer_text(constraint: Constraint, seed: int, default_text: str) -> str:
         return "{}"
     if kind == "regex":
         try:
-            return regex_instance(value, seed=seed)
+            return _plausible(lambda each: regex_instance(value, seed=each), seed)
         except re.error as exc:
             raise UnsatisfiableError(f"bad regex {value!r}: {exc}") from None
     if kind == "choice":
@@ -86,22 +87,14 @@ def answer_text(constraint: Constraint, seed: int, default_text: str) -> str:
     return default_text
 
 
-_REDRAWS = 20  # sentences drawn for one answer before one with a repeated JSON key is kept
+_REDRAWS = 20  # texts drawn for one answer before an implausible one is kept
+_MAGNITUDE = 10**15  # a number past this is drawn again: no model writes one unasked
 
 
 def grammar_text(grammar: str, seed: int) -> str:
-    """A sentence of a GBNF grammar, or one literal of a Lark choice.
-
-    A JSON sentence that repeats an object's key is drawn again (from seeds derived from
-    ``seed``): a grammar cannot forbid the repeat, and the decoded dict would hold fewer keys
-    than the sentence wrote (below a ``min_length``, say)."""
+    """A sentence of a GBNF grammar, or one literal of a Lark choice (`_plausible`)."""
     try:
-        text = grammar_sentence(grammar, seed)
-        for attempt in range(1, _REDRAWS):
-            if not _repeats_a_key(text):
-                break
-            text = grammar_sentence(grammar, seed + attempt * 1_000_003)
-        return text
+        return _plausible(lambda each: grammar_sentence(grammar, each), seed)
     except ValueError as exc:
         problem = str(exc)
     options = grammar_literals(grammar)
@@ -115,20 +108,45 @@ def grammar_text(grammar: str, seed: int) -> str:
     )
 
 
-def _repeats_a_key(text: str) -> bool:
-    """Whether ``text`` is JSON with an object that has a key twice."""
-    repeated = False
+def _plausible(draw: Callable[[int], str], seed: int) -> str:
+    """The first of the texts ``draw`` gives for seeds derived from ``seed`` that is not JSON
+    `_implausible` says an app would choke on, else the last drawn (a pattern or grammar may
+    allow nothing else)."""
+    text = draw(seed)
+    for attempt in range(1, _REDRAWS):
+        if not _implausible(text):
+            break
+        text = draw(seed + attempt * 1_000_003)
+    return text
+
+
+def _implausible(text: str) -> bool:
+    """Whether ``text`` is JSON with an object that has a key twice (a grammar cannot forbid
+    the repeat, and the decoded dict would hold fewer keys than the sentence wrote: below a
+    ``min_length``, say), or a number past `_MAGNITUDE` (an ``int``'s grammar admits uint64,
+    which few stores take; a float's, exponents to 308)."""
+    found = False
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        nonlocal repeated
-        repeated = repeated or len({key for key, _ in items}) < len(items)
+        nonlocal found
+        found = found or len({key for key, _ in items}) < len(items)
         return {}
 
+    def integer(digits: str) -> int:
+        nonlocal found
+        found = found or not abs(int(digits)) < _MAGNITUDE
+        return 0
+
+    def real(digits: str) -> float:
+        nonlocal found
+        found = found or not abs(float(digits)) < _MAGNITUDE
+        return 0.0
+
     try:
-        json.loads(text, object_pairs_hook=pairs)
+        json.loads(text, object_pairs_hook=pairs, parse_int=integer, parse_float=real)
     except ValueError:
         return False
-    return repeated
+    return found
 
 
 def encode(value: Any) -> str:
