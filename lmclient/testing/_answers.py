@@ -5,6 +5,7 @@ the script, the routes and the faults."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import re
@@ -16,6 +17,7 @@ import msgspec
 from ._constraints import Constraint
 from ._errors import UnsatisfiableError
 from ._grammar import grammar_literals, grammar_sentence
+from ._logprobs import generated_chances, logprobs_for, options_of, scripted_chances
 from ._reasoning import shaped
 from ._recording import message_text
 from ._regex_gen import regex_instance
@@ -48,13 +50,16 @@ def answer_for(
     default_text: str,
 ) -> Answer:
     """One choice: the scripted reply or generated text, with thinking as the server would
-    add it (`shaped`), the whole cut to the token limit."""
+    add it (`shaped`), the whole cut to the token limit; with logprobs where the request asks
+    for them, for generated text and for a reply scripted with ``probabilities``."""
     calls = None if reply else tool_calls_for(body, server, seed + index, index)
+    chances: dict[str, float] | None = None  # None: no logprobs made up
     if calls is not None:
         answer = Answer(None, "tool_calls", tool_calls=calls)
     elif reply is None:
         content: str | None = answer_text(constraint, seed + index, default_text)
         answer = Answer(content, "stop")
+        chances = generated_chances(content or "", options_of(constraint), seed + index)
     else:
         content = reply.content
         answer = Answer(
@@ -65,7 +70,14 @@ def answer_for(
             reply.logprobs,
             tool_calls=scripted_calls(reply.tool_calls, body, index),
         )
-    return shaped(answer, body, server, limit)
+        if reply.probabilities is not None and content is not None:
+            chances = scripted_chances(content, reply.probabilities)
+    answer = shaped(answer, body, server, limit)
+    if chances is None or answer.logprobs is not None or answer.content is None:
+        return answer
+    kind = "chat" if "messages" in body else "completions"
+    logprobs = logprobs_for(kind, body, server, answer.content, chances)
+    return dataclasses.replace(answer, logprobs=logprobs)
 
 
 def answer_text(constraint: Constraint, seed: int, default_text: str) -> str:

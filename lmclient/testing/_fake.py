@@ -176,6 +176,7 @@ class FakeLLM:
         usage: dict[str, Any] | None = None,
         extra: dict[str, Any] | None = None,
         logprobs: Any = None,
+        probabilities: Mapping[str, float] | None = None,
         chunk_size: int | None = None,
         keepalive: bool | None = None,
         error_after: int | None = None,
@@ -192,7 +193,9 @@ class FakeLLM:
 
         ``usage`` replaces the estimated counts (details such as ``prompt_tokens_details``
         included); ``extra`` adds fields at the top level of the body (of every chunk, in a
-        stream), as servers add their own (``metrics``, ``timings``, ...).
+        stream), as servers add their own (``metrics``, ``timings``, ...). ``logprobs`` is the
+        choice's object as sent; ``probabilities`` (option → probability, the answer's option
+        among them) makes it up in the server's shape, when the request asks for logprobs.
 
         ``times=None`` (default) answers every later request no counted entry takes;
         ``times=k`` answers the next ``k``. ``when`` limits the reply to the requests it
@@ -201,6 +204,8 @@ class FakeLLM:
         own reply.
         """
         content = value if value is None or isinstance(value, str) else encode(value)
+        if probabilities is not None and not any(k in (content or "") for k in probabilities):
+            raise ValueError(f"probabilities= needs the answer's option among its keys: {value!r}")
         calls = tuple((name, a if isinstance(a, str) else encode(a)) for name, a in tool_calls)
         if calls and finish_reason == "stop":
             finish_reason = "tool_calls"
@@ -212,6 +217,7 @@ class FakeLLM:
             usage=usage,
             extra=extra,
             logprobs=logprobs,
+            probabilities=None if probabilities is None else dict(probabilities),
             when=when,
             times=times,
             chunk_size=chunk_size,
