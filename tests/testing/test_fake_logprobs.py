@@ -15,7 +15,8 @@ from tests.helpers import FIXTURES, LLAMACPP_LIVE
 
 YES_NO = Literal["yes", "no"]
 SERVERS = ["vllm", "vllm-guided", "llamacpp", "sglang", "tgi", "ollama", "generic", None]
-ENDPOINTS = {"tgi": ["chat"], "ollama": ["chat"]}  # they constrain only chat
+ENDPOINTS: dict[str, list[Endpoint]] = {"tgi": ["chat"], "ollama": ["chat"]}  # chat only
+Endpoint = Literal["chat", "completions"]
 MESSAGES = [{"role": "user", "content": "Is the sky blue?"}]
 
 
@@ -44,7 +45,8 @@ def test_probabilities_under_the_fixture_on_llamacpp(fake_llm: FakeLLM) -> None:
 @pytest.mark.parametrize("server", SERVERS)
 @pytest.mark.parametrize("tp", [YES_NO, bool, lmclient.Choice(["Paris", "Parma", "London"])])
 def test_probabilities_on_every_server_and_endpoint(server: str | None, tp: Any) -> None:
-    for endpoint in ENDPOINTS.get(server or "", ["chat", "completions"]):
+    endpoints: list[Endpoint] = ["chat", "completions"]
+    for endpoint in ENDPOINTS.get(server or "", endpoints):
         for seed in range(3):
             with FakeLLM(server=server, seed=seed).mock() as url, lmclient.Client(url) as client:
                 r = client.create("Q?", tp, probabilities=True, endpoint=endpoint)
@@ -92,7 +94,7 @@ def _keys(logprobs: Any) -> tuple[set[str], set[str], set[str]]:
 )
 def test_chat_logprobs_have_the_server_s_shape(server: str, recording: Any) -> None:
     body = {"messages": MESSAGES, "logprobs": True, "top_logprobs": 2}
-    choice = {"structured_outputs": {"choice": ["yes", "no"]}}
+    choice: dict[str, Any] = {"structured_outputs": {"choice": ["yes", "no"]}}
     if server == "llamacpp":
         choice = {"grammar": 'root ::= "yes" | "no"'}
     sent = _logprobs(FakeLLM(server=server), "/v1/chat/completions", body | choice)
