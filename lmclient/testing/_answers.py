@@ -135,8 +135,8 @@ def _plausible(draw: Callable[[int], str], seed: int) -> str:
 def _implausible(text: str) -> bool:
     """Whether ``text`` is JSON with an object that has a key twice (a grammar cannot forbid
     the repeat, and the decoded dict would hold fewer keys than the sentence wrote: below a
-    ``min_length``, say), or a number past `_MAGNITUDE` (an ``int``'s grammar admits uint64,
-    which few stores take; a float's, exponents to 308)."""
+    ``min_length``, say), a number past `_MAGNITUDE` (an ``int``'s grammar admits uint64,
+    which few stores take; a float's, exponents to 308) or a negative zero."""
     found = False
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -144,18 +144,14 @@ def _implausible(text: str) -> bool:
         found = found or len({key for key, _ in items}) < len(items)
         return {}
 
-    def integer(digits: str) -> int:
+    def number(digits: str) -> float:
         nonlocal found
-        found = found or not abs(int(digits)) < _MAGNITUDE
-        return 0
-
-    def real(digits: str) -> float:
-        nonlocal found
-        found = found or not abs(float(digits)) < _MAGNITUDE
+        value = abs(float(digits) if any(c in digits for c in ".eE") else int(digits))
+        found = found or not value < _MAGNITUDE or (value == 0 and digits.startswith("-"))
         return 0.0
 
     try:
-        json.loads(text, object_pairs_hook=pairs, parse_int=integer, parse_float=real)
+        json.loads(text, object_pairs_hook=pairs, parse_int=number, parse_float=number)
     except ValueError:
         return False
     return found

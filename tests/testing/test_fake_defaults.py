@@ -9,6 +9,7 @@ is the same for the same seed.
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any
 
 import msgspec
@@ -74,6 +75,7 @@ def test_scalars_are_plausible(server: str) -> None:
     ints, floats, lists = (_values(server, tp) for tp in (int, float, list[str]))
     assert all(_plausible_int(n) for n in ints), ints
     assert all(abs(x) < 1e15 for x in floats), floats
+    assert all(math.copysign(1, x) > 0 for x in floats if x == 0), floats  # no -0.0
     assert all(1 <= len(words) <= 3 and all(words) for words in lists), lists
 
 
