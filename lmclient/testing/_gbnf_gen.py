@@ -151,8 +151,8 @@ class _Walk:
         if fitting:
             return self.rng.choice(fitting)
         word = self.rng.choice(WORDS)
-        text = word * (low // len(word) + 1)
-        return text[: max(low, min(len(text), int(min(top, len(text)))))]
+        text = word * (low // len(word) + 1)  # longer than ``low``, which ``top`` is not below
+        return text[: int(min(top, len(text)))]
 
     def count(self, node: Repeat, budget: float) -> int:
         count = node.low
