@@ -10,10 +10,10 @@ Within that, a sentence is drawn to look like what a model writes, since an app 
 fake answers (a number past int64 or an empty name fails it for reasons of the fake): of an
 alternation, shorter alternatives are likelier (an integer grammar's one-digit numbers over its
 twenty-digit ones), but a choice between fixed texts is even and ``null`` is taken only when
-nothing else can be; an optional part with a rule in it (a list's items, an optional field) is
-written, one of plain text (a sign, a fraction, an exponent) seldom; and a repetition of any
-letter (a JSON string's characters) is a word: as in the schema instances, which have every
-optional field, 1-3 items in a list and words for strings.
+nothing else can be; an optional part with a rule in it or longer than `_SHORT` (a list's items,
+an optional field) is written, a short one of plain text (a sign, a fraction, an exponent)
+seldom; and a repetition of any letter (a JSON string's characters) is a word: as in the schema
+instances, which have every optional field, 1-3 items in a list and words for strings.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ MAX_STEPS = 1_000_000  # parts of the grammar walked: ``(("x"{999}){999}){999}``
 MAX_EXTRA = 2  # repetitions beyond a repetition's minimum: a list of 1-3 items, 1-3 digits
 _MORE = 0.5  # the chance of a first extra repetition; each further one is `_FADE` as likely
 _FADE = 0.8
-_OPTIONAL_TEXT = 0.25  # the chance of an optional part of plain text (a sign, an exponent)
+_OPTIONAL_TEXT = 0.25  # the chance of a short optional part of plain text (a sign, an exponent)
+_SHORT = 3  # characters: an optional part this short at least, with no rule in it, is seldom
 _NULL = Literal("null")
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 # characters a negated class or "." is answered with: printable, some of them beyond ASCII
@@ -135,9 +136,9 @@ class _Walk:
                 for option, depth in zip(node.options, depths, strict=True)
                 if depth == quickest
             ]
+        fits = [option for option in fits if option != _NULL] or fits
         if all(isinstance(option, Literal) for option in fits):  # a choice: each as likely
             return self.rng.choice(fits)
-        fits = [option for option in fits if option != _NULL] or fits
         lengths = [self.gen.node_length(option) for option in fits]
         shortest = min(lengths)
         weights = [1 / (1 + length - shortest) for length in lengths]
@@ -159,7 +160,8 @@ class _Walk:
         if self.gen.node_depth(node.item) > budget or self.length > SOFT_LENGTH:
             return count
         if (node.low, node.high) == (0, 1):
-            return int(_has_ref(node.item) or self.rng.random() < _OPTIONAL_TEXT)
+            written = _has_ref(node.item) or self.gen.node_length(node.item) > _SHORT
+            return int(written or self.rng.random() < _OPTIONAL_TEXT)
         most = count + MAX_EXTRA if node.high is None else min(node.high, count + MAX_EXTRA)
         chance = _MORE
         while count < most and self.rng.random() < chance:

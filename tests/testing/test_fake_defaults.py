@@ -10,7 +10,7 @@ is the same for the same seed.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 import pytest
@@ -41,6 +41,7 @@ class Record(msgspec.Struct):
     code: Annotated[str, msgspec.Meta(min_length=3, max_length=5)]
     many: Annotated[list[int], msgspec.Meta(min_length=4, max_length=6)]
     note: str | None = None
+    kind: Literal["low", "high"] | None = None  # an optional field of fixed texts only
 
 
 def _values(server: str, tp: Any, seed: int = 0) -> list[Any]:
@@ -66,6 +67,7 @@ def test_generated_values_are_plausible(server: str) -> None:
         assert 5 <= record.level <= 9, record
         assert abs(record.score) < 1e15, record
         assert record.address is not None and record.address.city, record  # not null
+        assert record.note and record.kind, record  # every optional field
     assert len({record.name for record in records}) > 3  # and they vary with the seed
     assert len({record.age for record in records}) > 3
 
