@@ -11,9 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
-__all__ = ["CONSTRAINT_FIELDS", "SERVERS", "Server", "Successor", "release"]
+__all__ = ["CONSTRAINT_FIELDS", "SERVERS", "Server", "Successor", "UnknownModel", "release"]
+
+# What a server does with a request for a model it does not serve: "refused", a 404 (vLLM's
+# "The model `x` does not exist."); or "served" by the one model it has, whatever the name
+# (llama.cpp: its answer's `model` is its own name, tools/server/server-context.cpp).
+UnknownModel = Literal["refused", "served"]
 
 # Every top-level request field that some server's constrained decoding reads. A server obeys
 # some of them and accepts the others with 200, as if they had never been sent.
@@ -72,6 +77,7 @@ class Server:
     # and the dialect detection then picks, where it is not the row's key.
     also: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
     dialect: str = ""
+    unknown_model: UnknownModel = "refused"
     since: tuple[int, ...] = ()  # the releases this row describes: [since, successor.release)
     successor: Successor | None = None
 
@@ -195,6 +201,7 @@ SERVERS: dict[str, Server] = {
         version_key="build_info",
         answer={"default_generation_settings": {}, "build_info": "b11434-515e855"},
         owner="llamacpp",  # tools/server/server-context.cpp
+        unknown_model="served",
         obeys={  # response_format is ignored on /v1/completions
             "chat": frozenset({"json_schema", "grammar", "response_format"}),
             "completions": frozenset({"json_schema", "grammar"}),
@@ -206,6 +213,7 @@ SERVERS: dict[str, Server] = {
         marks=("model_id",),
         version_key="version",
         answer={"model_id": "fake-model", "version": "3.3.6"},
+        unknown_model="served",  # its one model, whatever the request names
         obeys={"chat": frozenset({"response_format"}), "completions": frozenset()},
     ),
     "ollama": Server(

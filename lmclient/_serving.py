@@ -104,10 +104,10 @@ SERVING: dict[str, dict[str, Place]] = {
 }
 
 
-# Servers that answer a request for any model name with a model they serve: llama.cpp (its one
-# model; in router mode, each one it lists) and TGI (its one model). A name they do not list
-# would be ignored, so a per-call model is refused there when the probes saw the list.
-MODEL_LISTED = frozenset({"llamacpp", "tgi"})
+# Servers that answer a request for any model name with a model they serve (the table's
+# `unknown_model`: llama.cpp, TGI). A name they do not list would be ignored, so a model is
+# refused there when the probes saw the list.
+MODEL_LISTED = frozenset(key for key, server in SERVERS.items() if server.unknown_model == "served")
 
 
 def check_model(dialect: str, model: str, served: list[str], where: str) -> None:

@@ -5,9 +5,11 @@ the script, the routes and the faults."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import re
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -15,6 +17,7 @@ import msgspec
 from ._constraints import Constraint
 from ._errors import UnsatisfiableError
 from ._grammar import grammar_literals, grammar_sentence
+from ._logprobs import generated_chances, logprobs_for, options_of, scripted_chances
 from ._reasoning import shaped
 from ._recording import message_text
 from ._regex_gen import regex_instance
@@ -47,13 +50,16 @@ def answer_for(
     default_text: str,
 ) -> Answer:
     """One choice: the scripted reply or generated text, with thinking as the server would
-    add it (`shaped`), the whole cut to the token limit."""
+    add it (`shaped`), the whole cut to the token limit; with logprobs where the request asks
+    for them, for generated text and for a reply scripted with ``probabilities``."""
     calls = None if reply else tool_calls_for(body, server, seed + index, index)
+    chances: dict[str, float] | None = None  # None: no logprobs made up
     if calls is not None:
         answer = Answer(None, "tool_calls", tool_calls=calls)
     elif reply is None:
         content: str | None = answer_text(constraint, seed + index, default_text)
         answer = Answer(content, "stop")
+        chances = generated_chances(content or "", options_of(constraint), seed + index)
     else:
         content = reply.content
         answer = Answer(
@@ -64,7 +70,14 @@ def answer_for(
             reply.logprobs,
             tool_calls=scripted_calls(reply.tool_calls, body, index),
         )
-    return shaped(answer, body, server, limit)
+        if reply.probabilities is not None and content is not None:
+            chances = scripted_chances(content, reply.probabilities)
+    answer = shaped(answer, body, server, limit)
+    if chances is None or answer.logprobs is not None or answer.content is None:
+        return answer
+    kind = "chat" if "messages" in body else "completions"
+    logprobs = logprobs_for(kind, body, server, answer.content, chances)
+    return dataclasses.replace(answer, logprobs=logprobs)
 
 
 def answer_text(constraint: Constraint, seed: int, default_text: str) -> str:
@@ -76,7 +89,7 @@ def answer_text(constraint: Constraint, seed: int, default_text: str) -> str:
         return "{}"
     if kind == "regex":
         try:
-            return regex_instance(value, seed=seed)
+            return _plausible(lambda each: regex_instance(value, seed=each), seed)
         except re.error as exc:
             raise UnsatisfiableError(f"bad regex {value!r}: {exc}") from None
     if kind == "choice":
@@ -86,22 +99,14 @@ def answer_text(constraint: Constraint, seed: int, default_text: str) -> str:
     return default_text
 
 
-_REDRAWS = 20  # sentences drawn for one answer before one with a repeated JSON key is kept
+_REDRAWS = 20  # texts drawn for one answer before an implausible one is kept
+_MAGNITUDE = 10**15  # a number past this is drawn again: no model writes one unasked
 
 
 def grammar_text(grammar: str, seed: int) -> str:
-    """A sentence of a GBNF grammar, or one literal of a Lark choice.
-
-    A JSON sentence that repeats an object's key is drawn again (from seeds derived from
-    ``seed``): a grammar cannot forbid the repeat, and the decoded dict would hold fewer keys
-    than the sentence wrote (below a ``min_length``, say)."""
+    """A sentence of a GBNF grammar, or one literal of a Lark choice (`_plausible`)."""
     try:
-        text = grammar_sentence(grammar, seed)
-        for attempt in range(1, _REDRAWS):
-            if not _repeats_a_key(text):
-                break
-            text = grammar_sentence(grammar, seed + attempt * 1_000_003)
-        return text
+        return _plausible(lambda each: grammar_sentence(grammar, each), seed)
     except ValueError as exc:
         problem = str(exc)
     options = grammar_literals(grammar)
@@ -115,20 +120,41 @@ def grammar_text(grammar: str, seed: int) -> str:
     )
 
 
-def _repeats_a_key(text: str) -> bool:
-    """Whether ``text`` is JSON with an object that has a key twice."""
-    repeated = False
+def _plausible(draw: Callable[[int], str], seed: int) -> str:
+    """The first of the texts ``draw`` gives for seeds derived from ``seed`` that is not JSON
+    `_implausible` says an app would choke on, else the last drawn (a pattern or grammar may
+    allow nothing else)."""
+    text = draw(seed)
+    for attempt in range(1, _REDRAWS):
+        if not _implausible(text):
+            break
+        text = draw(seed + attempt * 1_000_003)
+    return text
+
+
+def _implausible(text: str) -> bool:
+    """Whether ``text`` is JSON with an object that has a key twice (a grammar cannot forbid
+    the repeat, and the decoded dict would hold fewer keys than the sentence wrote: below a
+    ``min_length``, say), a number past `_MAGNITUDE` (an ``int``'s grammar admits uint64,
+    which few stores take; a float's, exponents to 308) or a negative zero."""
+    found = False
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        nonlocal repeated
-        repeated = repeated or len({key for key, _ in items}) < len(items)
+        nonlocal found
+        found = found or len({key for key, _ in items}) < len(items)
         return {}
 
+    def number(digits: str) -> float:
+        nonlocal found
+        value = abs(float(digits) if any(c in digits for c in ".eE") else int(digits))
+        found = found or not value < _MAGNITUDE or (value == 0 and digits.startswith("-"))
+        return 0.0
+
     try:
-        json.loads(text, object_pairs_hook=pairs)
+        json.loads(text, object_pairs_hook=pairs, parse_int=number, parse_float=number)
     except ValueError:
         return False
-    return repeated
+    return found
 
 
 def encode(value: Any) -> str:

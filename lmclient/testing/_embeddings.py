@@ -13,6 +13,7 @@ import sys
 import zlib
 from typing import Any
 
+from ._models import Models
 from ._recording import RecordedRequest, message_text
 from ._wire import FakeResponse, error_response, estimate_tokens, json_response
 
@@ -56,7 +57,7 @@ def _endpoints(server: str | None) -> Any:
 
 
 def embeddings_response(
-    request: RecordedRequest, body: Any, server: str | None, models: list[str], any_model: bool
+    request: RecordedRequest, body: Any, server: str | None, models: Models
 ) -> FakeResponse:
     """``POST /v1/embeddings``: 404 where the imitated server has no such endpoint; 400 for
     what a server refuses; else one vector per input, as floats or base64 as asked (a server
@@ -66,10 +67,10 @@ def embeddings_response(
         return _not_found(request)
     if not isinstance(body, dict):
         return _bad_request("The request body is not a JSON object")
-    model = body.get("model") or models[0]
-    if model not in models and not any_model:
-        message = f"The model `{model}` does not exist."
-        return error_response(404, message, "NotFoundError", param="model", code=404)
+    refused = models.refusal(body)
+    if refused is not None:
+        return refused
+    model = models.asked(body)
     texts = body.get("input")
     if isinstance(texts, str):
         texts = [texts]

@@ -25,6 +25,7 @@ from ._constraints import Constraint, served_constraint
 from ._errors import ConstraintError, UnsatisfiableError
 from ._faults import MARK, Fault, FaultKind, seconds_text, shape, status_body
 from ._inflight import InFlight
+from ._models import Models
 from ._queue import Script
 from ._recording import Endpoint, RecordedRequest
 from ._scoring import API_ROUTES, ROOT_ROUTES, pooling_response
@@ -118,12 +119,9 @@ class FakeLLM:
         base_path: str | None = None,
         gateway: bool = False,
     ) -> None:
-        # None: any model name is served (an app's production name needs no set-up), and
-        # /v1/models lists "fake-model", so a client made with model=None adopts that one.
-        self.models = ["fake-model"] if models is None else list(models)
-        if not self.models:
-            raise ValueError("FakeLLM needs at least one model name")
-        self.any_model = models is None
+        # None: any model name is served, and /v1/models lists "fake-model", so a client made
+        # with model=None adopts that one.
+        self._served = Models.of(models, server)
         self.server = server
         self.seed = seed
         self.default_text = default_text
@@ -178,6 +176,7 @@ class FakeLLM:
         usage: dict[str, Any] | None = None,
         extra: dict[str, Any] | None = None,
         logprobs: Any = None,
+        probabilities: Mapping[str, float] | None = None,
         chunk_size: int | None = None,
         keepalive: bool | None = None,
         error_after: int | None = None,
@@ -194,7 +193,9 @@ class FakeLLM:
 
         ``usage`` replaces the estimated counts (details such as ``prompt_tokens_details``
         included); ``extra`` adds fields at the top level of the body (of every chunk, in a
-        stream), as servers add their own (``metrics``, ``timings``, ...).
+        stream), as servers add their own (``metrics``, ``timings``, ...). ``logprobs`` is the
+        choice's object as sent; ``probabilities`` (option → probability, the answer's option
+        among them) makes it up in the server's shape, when the request asks for logprobs.
 
         ``times=None`` (default) answers every later request no counted entry takes;
         ``times=k`` answers the next ``k``. ``when`` limits the reply to the requests it
@@ -203,6 +204,8 @@ class FakeLLM:
         own reply.
         """
         content = value if value is None or isinstance(value, str) else encode(value)
+        if probabilities is not None and not any(k in (content or "") for k in probabilities):
+            raise ValueError(f"probabilities= needs the answer's option among its keys: {value!r}")
         calls = tuple((name, a if isinstance(a, str) else encode(a)) for name, a in tool_calls)
         if calls and finish_reason == "stop":
             finish_reason = "tool_calls"
@@ -214,6 +217,7 @@ class FakeLLM:
             usage=usage,
             extra=extra,
             logprobs=logprobs,
+            probabilities=None if probabilities is None else dict(probabilities),
             when=when,
             times=times,
             chunk_size=chunk_size,
@@ -528,7 +532,7 @@ class FakeLLM:
         if request.endpoint == "models" and request.method == "GET" and not self.gateway:
             return self._models()
         if request.endpoint in ("embeddings", "tokenize", "scoring") and request.method == "POST":
-            return pooling_response(request, decoded, self.server, self.models, self.any_model)
+            return pooling_response(request, decoded, self.server, self._served)
         if request.endpoint not in ("chat", "completions") or request.method != "POST":
             return error_response(
                 404, f"Route {request.method} {path} not found", "not_found_error", code=404
@@ -555,16 +559,15 @@ class FakeLLM:
         owner = (known.owner if known is not None else None) or "lmclient-fake"
         cards = [
             {"id": model, "object": "model", "created": 0, "owned_by": owner}
-            for model in self.models
+            for model in self._served.names
         ]
         return json_response(200, {"object": "list", "data": cards})
 
     def _generate(self, request: RecordedRequest, body: dict[str, Any]) -> FakeResponse:
         kind: Kind = "chat" if request.endpoint == "chat" else "completions"
-        model = body.get("model") or self.models[0]
-        if model not in self.models and not self.any_model:
-            message = f"The model `{model}` does not exist."
-            return error_response(404, message, "NotFoundError", param="model", code=404)
+        refused = self._served.refusal(body)
+        if refused is not None:
+            return refused
         problem = check_body(kind, body)
         if problem:
             return bad_request(problem)
@@ -588,7 +591,7 @@ class FakeLLM:
             "id": f"chatcmpl-{number}" if kind == "chat" else f"cmpl-{number}",
             "object": "chat.completion" if kind == "chat" else "text_completion",
             "created": CREATED,
-            "model": model,
+            "model": self._served.answering(body),
         }
         if first is not None and first.extra:
             head.update(first.extra)

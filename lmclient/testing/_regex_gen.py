@@ -27,6 +27,7 @@ __all__ = ["regex_instance"]
 
 _ATTEMPTS = 64
 _EXTRA = 3  # repetitions beyond a quantifier's minimum, at most, in short attempts
+_OPTIONAL = 0.25  # the chance that ``?`` takes its part (a sign, a fraction, an exponent)
 # Characters tried for ".", negated classes and negated categories, in a seeded order.
 _ALPHABET = (
     "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
@@ -112,7 +113,12 @@ class _Walker:
         if op in (sre_c.MAX_REPEAT, sre_c.MIN_REPEAT) or op.name == "POSSESSIVE_REPEAT":
             low, high, sub = av
             top = min(high, low + self.extra)
-            count = top if self.stretch else self.rng.randint(low, top)
+            if self.stretch:
+                count = top
+            elif (low, high) == (0, 1):  # as a model writes a number: seldom signed or split
+                count = int(self.rng.random() < _OPTIONAL)
+            else:
+                count = self.rng.randint(low, top)
             return "".join(self.emit(sub.data) for _ in range(count))
         if op is sre_c.GROUPREF:
             if av not in self.groups:

@@ -24,7 +24,7 @@ import msgspec
 from ._errors import UnsatisfiableError
 from ._regex_gen import regex_instance
 
-__all__ = ["OptionalFields", "schema_instance"]
+__all__ = ["WORDS", "OptionalFields", "schema_instance"]
 
 OptionalFields = Literal["all", "some", "none"]
 
@@ -40,7 +40,8 @@ _STRING_KEYS = frozenset({"pattern", "format", "minLength", "maxLength", "conten
 _NUMBER_KEYS = frozenset(
     {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
 )
-_WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india")
+# the words of generated strings, here and in grammar sentences (`_gbnf_gen`)
+WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india")
 _SAFE_FACTORS: tuple[int, ...] = (0, *(sign * 2**j for j in range(64) for sign in (1, -1)))
 _LOWER_BOUNDS = frozenset({"minimum", "exclusiveMinimum", "minLength", "minItems"})
 _UPPER_BOUNDS = frozenset({"maximum", "exclusiveMaximum", "maxLength", "maxItems"})
@@ -260,7 +261,7 @@ class _Generator:
             return base64.b64encode(self.rng.randbytes(size)).decode()
         if "pattern" in schema:
             return self.patterned(schema["pattern"], low, high)
-        word = self.rng.choice(_WORDS)
+        word = self.rng.choice(WORDS)
         text = word
         while len(text) < low:
             text += "-" + word
@@ -478,7 +479,7 @@ def _time(rng: random.Random) -> str:
 
 
 def _number_word(rng: random.Random) -> str:
-    return f"{rng.choice(_WORDS)}{rng.randint(1, 99)}"
+    return f"{rng.choice(WORDS)}{rng.randint(1, 99)}"
 
 
 _FORMATS: dict[str, Callable[[random.Random], str]] = {

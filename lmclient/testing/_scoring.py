@@ -9,6 +9,7 @@ import zlib
 from typing import Any
 
 from ._embeddings import embeddings_response, tokenize_response
+from ._models import Models
 from ._recording import Endpoint, RecordedRequest
 from ._wire import FakeResponse, error_response, estimate_tokens, json_response
 
@@ -39,11 +40,11 @@ def fake_classes(text: str) -> list[float]:
 
 
 def pooling_response(
-    request: RecordedRequest, body: Any, server: str | None, models: list[str], any_model: bool
+    request: RecordedRequest, body: Any, server: str | None, models: Models
 ) -> FakeResponse:
     """The pooling routes: embeddings, tokenize and scoring, as the imitated server has them."""
     if request.endpoint == "embeddings":
-        return embeddings_response(request, body, server, models, any_model)
+        return embeddings_response(request, body, server, models)
     if request.endpoint == "tokenize":
         return tokenize_response(request, body, server)
     from lmclient._scoring import SCORING  # on first use: it imports the client's core
@@ -55,10 +56,10 @@ def pooling_response(
         return error_response(404, message, "not_found_error", code=404)
     if not isinstance(body, dict):
         return _bad_request("The request body is not a JSON object")
-    model = body.get("model") or models[0]
-    if model not in models and not any_model:
-        message = f"The model `{model}` does not exist."
-        return error_response(404, message, "NotFoundError", param="model", code=404)
+    refused = models.refusal(body)
+    if refused is not None:
+        return refused
+    model = models.asked(body)
     if kind == "rerank":
         return _rerank(body, server, model)
     if kind == "score":

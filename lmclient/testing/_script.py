@@ -4,7 +4,7 @@ faults: `_queue.py`)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Union
 
@@ -123,6 +123,7 @@ class Reply:
     usage: dict[str, Any] | None = None
     extra: dict[str, Any] | None = None  # top-level fields added to the body (every chunk)
     logprobs: Any = None
+    probabilities: Mapping[str, float] | None = None  # option → probability: logprobs made up
     when: When = None
     times: int | None = None
     chunk_size: int | None = None

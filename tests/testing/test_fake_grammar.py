@@ -50,7 +50,7 @@ def test_the_grammars_lmclient_sends_are_answered(tp: object) -> None:
 
 RECURSIVE = r"""
 root  ::= "[" ws ( item ( "," ws item )* )? ws "]"
-item  ::= root | [0-9]{1,3} | "\"" [a-z]{0,5} "\""
+item  ::= root | [1-9] [0-9]{0,2} | "\"" [a-z]{0,5} "\""
 ws    ::= [ ]{0,2}
 """
 

@@ -13,6 +13,7 @@ import pytest
 
 from lmclient.testing import FakeLLM, RecordedRequest
 from lmclient.testing._wire import FakeResponse, StreamDropped, estimate_tokens
+from tests.helpers import LLAMACPP_LIVE
 
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello there"}]
 
@@ -164,6 +165,51 @@ def test_unknown_model_is_404_like_vllm() -> None:
             "code": 404,
         }
     }
+
+
+def test_llamacpp_serves_any_model_name_with_its_own_as_the_recording() -> None:
+    """A real llama-server answers a name it does not serve with its one model, naming that
+    model (tests/fixtures/llamacpp-live/err_unknown_model: ``no-such-model`` asked, 200 with
+    ``gemma-3-270m``); the fake playing it does the same, never vLLM's 404."""
+    recorded = msgspec.json.decode((LLAMACPP_LIVE / "err_unknown_model.response.json").read_bytes())
+    asked = msgspec.json.decode((LLAMACPP_LIVE / "err_unknown_model.request.json").read_bytes())
+    fake = FakeLLM(models=[recorded["model"]], server="llamacpp")
+    response = send(fake, "/v1/chat/completions", asked)
+    assert response.status == 200, response.body
+    assert msgspec.json.decode(response.body)["model"] == recorded["model"] == "gemma-3-270m"
+
+
+@pytest.mark.parametrize("models", [None, ["own"], ["own", "other"]])
+@pytest.mark.parametrize("asked", ["prod-model", "other", None])
+def test_llamacpp_answers_every_generation_with_its_own_name(
+    models: list[str] | None, asked: str | None
+) -> None:
+    fake = FakeLLM(models=models, server="llamacpp")
+    own = "fake-model" if models is None else "own"
+    named = {} if asked is None else {"model": asked}
+    assert chat(fake, **named)["model"] == own
+    completion = send(fake, "/v1/completions", {"prompt": "Hi", **named})
+    assert completion.status == 200 and msgspec.json.decode(completion.body)["model"] == own
+    streamed = send(fake, "/v1/chat/completions", {"messages": MESSAGES, "stream": True, **named})
+    assert {p["model"] for p in events(streamed) if isinstance(p, dict)} == {own}
+
+
+def test_llamacpp_embeds_and_reranks_for_any_name_echoing_it() -> None:
+    """Its embeddings and rerank answers carry the name asked for
+    (``json_value(request, "model", model_name)`` in tools/server/server-common.cpp)."""
+    fake = FakeLLM(models=["own"], server="llamacpp")
+    embedded = send(fake, "/v1/embeddings", {"model": "other", "input": "a"})
+    assert embedded.status == 200 and msgspec.json.decode(embedded.body)["model"] == "other"
+    ranked = send(fake, "/v1/rerank", {"model": "other", "query": "a", "documents": ["a", "b"]})
+    assert ranked.status == 200 and msgspec.json.decode(ranked.body)["model"] == "other"
+    assert msgspec.json.decode(send(fake, "/v1/embeddings", {"input": "a"}).body)["model"] == "own"
+
+
+@pytest.mark.parametrize("server", [None, "vllm", "sglang", "generic"])
+def test_other_servers_still_refuse_a_name_they_do_not_serve(server: str | None) -> None:
+    fake = FakeLLM(models=["own"], server=server)
+    assert send(fake, "/v1/chat/completions", {"model": "x", "messages": MESSAGES}).status == 404
+    assert chat(fake, model="own")["model"] == "own"
 
 
 @pytest.mark.parametrize(

@@ -295,6 +295,6 @@ def test_sentences_of_recursive_grammars_stay_small() -> None:
     """Recursion and repetition are bounded: even a grammar that multiplies at every level
     gives sentences of a sensible size."""
     grammar = 'root ::= node\nnode ::= "(" node* ")" | "x"'
-    sizes = [len(grammar_sentence(grammar, seed)) for seed in range(30)]
+    sizes = [len(grammar_sentence(grammar, seed)) for seed in range(60)]
     assert max(sizes) < 20_000
-    assert len(set(sizes)) > 5  # and they vary
+    assert len(set(sizes)) > 5  # and they vary (short ones likelier, as a model's)
