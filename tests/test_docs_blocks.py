@@ -301,14 +301,8 @@ def check(block: Block, cwd: Path) -> None:
 
 # Blocks known to fail until another part of issue 37 lands, by a line of theirs; strict, so
 # that the day one passes, its entry must go.
-PENDING: dict[str, str] = {
-    "probabilities=True": "issue 37, item 10: the fake sends no logprobs yet (ConfidenceError)",
-}
-
-
 def case(block: Block) -> Any:
-    why = next((why for line, why in PENDING.items() if line in block.code), None)
-    marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
+    marks = []
     if block.mark == ("run", "pytest"):
         marks.append(pytest.mark.slow)  # a fresh interpreter and pytest: seconds
     return pytest.param(block, id=block.id, marks=marks)
