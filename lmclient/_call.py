@@ -489,7 +489,6 @@ class Call(Attempts, kw_only=True):
             id=id,
             _body=raw,
             total_usage=usage if spent is None else add_usage(spent, usage),
-            unmetered=self.unmetered + (counted(usage) is None),
             reasoning=reasoning,
             logprobs=logprobs,
             retries=self.retries,
@@ -498,6 +497,11 @@ class Call(Attempts, kw_only=True):
             _headers=headers,
             tool_calls=tool_calls,
         )
+        # Set apart, not a 16th keyword above: msgspec (0.23) builds a Struct given more than
+        # 15 keywords on a slower path, which every call would take (the guard test holds it).
+        unmetered = self.unmetered + (counted(usage) is None)
+        if unmetered:
+            response = msgspec.structs.replace(response, unmetered=unmetered)
         if self.probabilities:
             return self._with_probabilities(response)
         return response
