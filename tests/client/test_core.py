@@ -14,7 +14,15 @@ import lmclient
 from lmclient import _call, _core, _params, _status, errors
 from lmclient._dialects import PROBE_PATHS, Endpoint, ServerInfo
 from lmclient._request import CallSettings, PreparedRequest
-from tests.helpers import EXAMPLES, LLAMACPP_LIVE, call, chat_body, completion_body, make_core
+from tests.helpers import (
+    EXAMPLES,
+    LLAMACPP_LIVE,
+    answered,
+    call,
+    chat_body,
+    completion_body,
+    make_core,
+)
 
 
 def finish(
@@ -125,7 +133,7 @@ def test_completion_logprobs_are_normalised() -> None:
 
 def test_tgi_fixture_decodes() -> None:
     body = (EXAMPLES / "tgi_chat_completion_json_schema.json").read_bytes()
-    response = call(lmclient.JsonSchema({"type": "object"})).finish(200, {}, body)
+    response = answered(call(lmclient.JsonSchema({"type": "object"})), body)
     assert response.value["numCats"] == 2
     assert response.id == ""
 
@@ -148,7 +156,7 @@ def test_llamacpp_live_recordings_decode() -> None:
         if "choices" not in body:
             continue
         c = make_core().prepare("create", "Q", str, endpoint, {})
-        response = c.finish(200, {}, body_path.read_bytes())
+        response = answered(c, body_path.read_bytes())
         assert isinstance(response.value, str)
         decoded += 1
     assert decoded >= 5
