@@ -16,7 +16,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, final
 
 import httpx
 import msgspec
@@ -661,6 +661,7 @@ class Call(Attempts, kw_only=True):
         return self.spec.output_type
 
 
+@final  # the clients tell it by ``type(x) is Next`` (isinstance asks a Struct's metaclass)
 class Next(msgspec.Struct, frozen=True, kw_only=True):
     """What `Call.finish` returns where the answer asks for another request: ``call``, the
     re-ask of an invalid answer (``invalid``, the error that rejected it, which the re-ask's

@@ -521,7 +521,7 @@ class Client(Scoring):
                 if watch is not None:
                     watch.received(status, headers)
                 outcome = call.finish(status, headers, body)
-                if not isinstance(outcome, Next):
+                if type(outcome) is not Next:
                     return outcome if watch is None else watch.finished(outcome)
                 call = outcome.call
                 if watch is not None and outcome.invalid is not None:

@@ -70,6 +70,39 @@ def test_invalid_output_raises_validation_error_with_path() -> None:
     assert exc.attempts == [exc.text]
 
 
+def test_an_invalid_answer_with_a_reask_left_finishes_as_the_next_call() -> None:
+    """`finish` decides what follows an answer: with a re-ask left, the re-ask is its outcome
+    (`Next`), carrying the error that rejected the answer (for the re-ask's hook event), not
+    raised; the last answer's error is raised, unnamed by the request (`backoff`'s rule)."""
+    invalid = chat_body("4.5")
+    first = call(int, max_reasks=1)
+    outcome = finish(first, invalid)
+    assert isinstance(outcome, _call.Next)
+    assert isinstance(outcome.invalid, errors.ValidationError) and outcome.invalid.text == "4.5"
+    assert outcome.call.reasks == 1 and first.reasks == 0
+    assert outcome.call.request.body is not None
+    sent = json.loads(outcome.call.request.body)["messages"]
+    assert sent[-2] == {"role": "assistant", "content": "4.5"}
+    with pytest.raises(errors.ValidationError) as info:
+        finish(outcome.call, invalid)
+    assert info.value.attempts == ["4.5", "4.5"]
+    with pytest.raises(errors.ValidationError) as again:
+        outcome.call.backoff(info.value)
+    assert again.value is info.value and not str(info.value).endswith("/chat/completions)")
+
+
+def test_a_spent_budget_keeps_its_message_through_backoff() -> None:
+    """The budget refusing a re-ask leaves `finish` as an error, through `backoff` like every
+    error: its message is about the call's answers, not one request, and is not named."""
+    spent = call(int, max_reasks=1, token_budget=8)  # the answer's usage: 8 tokens
+    with pytest.raises(errors.TokenBudgetExceeded) as info:
+        finish(spent, chat_body("4.5"))
+    message = str(info.value)
+    with pytest.raises(errors.TokenBudgetExceeded):
+        spent.backoff(info.value)
+    assert str(info.value) == message
+
+
 @pytest.mark.parametrize(
     ("output_type", "text"),
     [(int, "4.5"), (bool, "True"), (lmclient.Regex(r"\d+"), "12a"), (lmclient.Choice(["a"]), "b")],
