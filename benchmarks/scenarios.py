@@ -23,7 +23,7 @@ import openai
 import pydantic
 
 import lmclient
-from lmclient import _core
+from lmclient import _call, _core
 
 PROMPT = "Invent a person."
 MODEL = "bench-model"
@@ -552,7 +552,9 @@ def decode_scenarios(large_body: bytes) -> list[Scenario]:
     headers = {"content-type": "application/json"}
 
     def lmclient_decode() -> list[Record]:
-        value: list[Record] = call.finish(200, headers, large_body).value
+        response = call.finish(200, headers, large_body)
+        assert not isinstance(response, _call.Next)
+        value: list[Record] = response.value
         return value
 
     def pydantic_decode() -> list[RecordModel]:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 import httpx
 
 from . import errors
-from ._call import Call, Continued, Lookup
+from ._call import Call, Lookup, Next
 from ._core import DEFAULT_MAX_RESPONSE_BYTES, ClientCore
 from ._dialects import Endpoint, ServerInfo, Whitespace
 from ._embeddings import (
@@ -313,7 +313,7 @@ class AsyncClient(AsyncScoring):
 
     async def models(self) -> list[str]:
         """The ids of the models the server serves (``GET /v1/models``)."""
-        return await self._send(self._core.models_call())
+        return await self._run(self._core.models_call())
 
     async def embed(
         self,
@@ -396,7 +396,7 @@ class AsyncClient(AsyncScoring):
             add_special_tokens=add_special_tokens,
             params=params,
         )
-        return await self._send(call)
+        return await self._run(call)
 
     async def count_tokens(
         self,
@@ -423,7 +423,7 @@ class AsyncClient(AsyncScoring):
             add_special_tokens=add_special_tokens,
             params=params,
         )
-        return await self._send(call)
+        return await self._run(call)
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -480,71 +480,15 @@ class AsyncClient(AsyncScoring):
         params: dict[str, Any],
         many: Many | None = None,
     ) -> Response[Any, Any]:
-        if self._watched in _MODULES:  # hooks or spans: the same steps, reported
-            return await self._create_watched(where, prompt, output_type, endpoint, params, many)
-        core = self._core
-        if not core.ready:
-            core.validate(where, prompt, output_type, endpoint, params)
-            await self._setup(params)
-        call = core.prepare(where, prompt, output_type, endpoint, params, many=many)
-        # `_send`'s loop, with the re-asks (max_reasks) in it too: the hot path of every call,
-        # so no coroutine of its own (each one costs its creation, and a step on every wake-up).
-        while True:
-            try:
-                status, headers, body = await self._transport.send(
-                    call.request,
-                    call.start_attempt(),
-                    call.settings.max_response_bytes,
-                    call.deadline_at,
+        if self._watched in _MODULES:  # hooks or spans: the same steps, reported (`_hooks.Watch`)
+            with self._observer.watch(endpoint, stream=False) as watch:
+                call = await self._prepare(
+                    where, prompt, output_type, endpoint, params, many, watch
                 )
-                return call.finish(status, headers, body)
-            except errors.ValidationError as exc:
-                call = call.reask(exc)
-                continue
-            except Continued as more:  # the answer's probabilities need a continuation of it
-                call = more.call
-                continue
-            except errors.LMClientError as exc:
-                delay = call.backoff(exc)
-            await asyncio.sleep(delay)
-
-    async def _create_watched(
-        self,
-        where: str,
-        prompt: Prompt,
-        output_type: Any,
-        endpoint: Endpoint,
-        params: dict[str, Any],
-        many: Many | None = None,
-    ) -> Response[Any, Any]:
-        """`_create`, each step reported to the hooks and the span (`_hooks.Watch`), which is
-        current while the request is built and sent."""
-        with self._observer.watch(endpoint, stream=False) as watch:
-            if not self._core.ready:
-                self._core.validate(where, prompt, output_type, endpoint, params)
-                await self._setup(params)
-            params = watch.begin(self._core, params)
-            call = self._core.prepare(where, prompt, output_type, endpoint, params, many=many)
-            while True:
-                try:
-                    timeouts = call.start_attempt()  # raises once the deadline has passed: not sent
-                    watch.sending(call)
-                    raw = await self._transport.send(
-                        call.request, timeouts, call.settings.max_response_bytes, call.deadline_at
-                    )
-                    watch.received(raw.status, raw.headers)
-                    return watch.finished(call.finish(raw.status, raw.headers, raw.body))
-                except errors.ValidationError as exc:
-                    call = call.reask(exc)
-                    watch.reasked(call, exc)
-                    continue
-                except Continued as more:
-                    call = more.call
-                    continue
-                except errors.LMClientError as exc:
-                    delay = call.backoff(exc)
-                    watch.retrying(delay, exc)
-                await asyncio.sleep(delay)
+                return await self._run(call, watch)
+        return await self._run(
+            await self._prepare(where, prompt, output_type, endpoint, params, many)
+        )
 
     async def _prepare(
         self,
@@ -553,14 +497,54 @@ class AsyncClient(AsyncScoring):
         output_type: Any,
         endpoint: Endpoint,
         params: dict[str, Any],
+        many: Many | None = None,
+        watch: Watch | None = None,
         *,
         stream: bool = False,
     ) -> Call:
-        """The call's request; on first use, after the set-up requests (input checked first)."""
-        if not self._core.ready:
-            self._core.validate(where, prompt, output_type, endpoint, params)
+        """The call's request; on first use, after the set-up requests (input checked first).
+        With a `Watch`, its span starts once the set-up is done, and is current while the
+        request is built (and, the watch entered, sent)."""
+        core = self._core
+        if not core.ready:
+            core.validate(where, prompt, output_type, endpoint, params)
             await self._setup(params)
-        return self._core.prepare(where, prompt, output_type, endpoint, params, stream=stream)
+        if watch is not None:
+            params = watch.begin(core, params)
+        return core.prepare(where, prompt, output_type, endpoint, params, stream=stream, many=many)
+
+    @overload
+    async def _run(self, call: Call, watch: Watch | None = None) -> Response[Any, Any]: ...
+    @overload
+    async def _run(self, call: Lookup[T], watch: None = None) -> T: ...
+    async def _run(self, call: Call | Lookup[Any], watch: Watch | None = None) -> Any:
+        """The send loop of every request but a stream's: a call's (its re-asks and
+        continuations in it: `Call.finish` returns them as `Next`) and the set-up's
+        (`Lookup`s). An error goes to `backoff`, which gives the pause before the next attempt
+        or raises it. ``watch`` hears each step (`_hooks.Watch`); without one, the hot path of
+        every call pays one ``is not None`` per step."""
+        while True:
+            try:
+                timeouts = call.start_attempt()  # raises once the deadline has passed: not sent
+                if watch is not None:
+                    watch.sending(call)
+                status, headers, body = await self._transport.send(
+                    call.request, timeouts, call.settings.max_response_bytes, call.deadline_at
+                )
+                if watch is not None:
+                    watch.received(status, headers)
+                outcome = call.finish(status, headers, body)
+                if type(outcome) is not Next:
+                    return outcome if watch is None else watch.finished(outcome)
+                call = outcome.call
+                if watch is not None and outcome.invalid is not None:
+                    watch.reasked(call, outcome.invalid)
+                continue
+            except errors.LMClientError as exc:
+                delay = call.backoff(exc)
+                if watch is not None:
+                    watch.retrying(delay, exc)
+            await asyncio.sleep(delay)
 
     async def _setup(self, params: dict[str, Any]) -> None:
         """Learn, once, what ``model=None`` and ``dialect="auto"`` leave open."""
@@ -577,7 +561,7 @@ class AsyncClient(AsyncScoring):
         if self._core.listed is not None:
             return self._core.listed
         try:
-            return await self._send(self._core.models_call())
+            return await self._run(self._core.models_call())
         except errors.LMClientError as exc:
             raise self._core.unlisted(exc) from exc
 
@@ -587,7 +571,7 @@ class AsyncClient(AsyncScoring):
         answers = await self._probe_round()
         if self._core.unreached(answers):  # wait for a server starting up, or fail as it does
             try:
-                await self._send(self._core.models_call())
+                await self._run(self._core.models_call())
             except errors.APIConnectionError as exc:
                 raise self._core.unreachable(exc, "detected what server it is") from None
             answers = await self._probe_round()  # once more, now that it answers
@@ -603,25 +587,11 @@ class AsyncClient(AsyncScoring):
         if call is None:  # not asked
             return None
         try:
-            return await self._send(call)
+            return await self._run(call)
         except errors.ClientClosedError:
             raise
         except Exception as exc:  # a probe that fails never fails the user's call (even a mock's)
             return exc
-
-    async def _send(self, call: Lookup[T]) -> T:
-        while True:
-            try:
-                raw = await self._transport.send(
-                    call.request,
-                    call.start_attempt(),
-                    call.settings.max_response_bytes,
-                    call.deadline_at,
-                )
-                return call.finish(raw.status, raw.headers, raw.body)
-            except errors.LMClientError as exc:
-                delay = call.backoff(exc)
-            await asyncio.sleep(delay)
 
     async def _embeddings(self, job: EmbeddingJob, concurrency: int) -> Embeddings:
         if not job.ready:
@@ -632,12 +602,12 @@ class AsyncClient(AsyncScoring):
         """Send every call, at most ``concurrency`` at once; the answers in the calls' order.
         A failure cancels the requests still in flight."""
         if len(calls) <= 1 or concurrency == 1:
-            return [await self._send(call) for call in calls]
+            return [await self._run(call) for call in calls]
         gate = asyncio.Semaphore(concurrency)
 
         async def send(call: Lookup[T]) -> T:
             async with gate:
-                return await self._send(call)
+                return await self._run(call)
 
         tasks = [asyncio.ensure_future(send(call)) for call in calls]
         try:
@@ -653,10 +623,9 @@ class AsyncClient(AsyncScoring):
     ) -> tuple[StreamState, AsyncOpened]:
         """`stream`'s opener with a `Watch`, which the stream reports its end to."""
         with self._observer.watch(endpoint, stream=True) as watch:
-            if not self._core.ready:
-                await self._setup(params)  # the input was checked by `stream`
-            params = watch.begin(self._core, params)
-            call = self._core.prepare("stream", prompt, output_type, endpoint, params, stream=True)
+            call = await self._prepare(
+                "stream", prompt, output_type, endpoint, params, None, watch, stream=True
+            )
             state = StreamState(call)
             state.watch = watch
             return state, await self._open(call, watch)

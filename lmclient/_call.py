@@ -1,8 +1,9 @@
 """A call's lifecycle: its attempts, retries and re-asks, and the decoding of what came back
-into a `Response` or a typed error. `ClientCore.prepare` makes a `Call`; `Client` and
-`AsyncClient` drive it with their transports (`start_attempt`, `finish`, `backoff`, `reask`).
-A `Lookup` is the same for the set-up requests (the model list, the probes), whose answers are
-plain values.
+into a `Response`, the request to send next (`Next`: a re-ask, a continuation) or a typed
+error. `ClientCore.prepare` makes a `Call`; each client's one send loop (`_run`) drives it with
+its transport: `start_attempt`, then `finish` (the outcome), or `backoff` (after an error: the
+pause before retrying, or the error raised). A `Lookup` is the same for the set-up requests (the
+model list, the probes), whose answers are plain values.
 
 Retries, with their precedent: 2 retries with 0.5 s · 2^n backoff capped at 8 s, 25 % jitter,
 on 408/409/429/5xx but 501: the OpenAI SDK's policy, which users of these servers already live
@@ -15,7 +16,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, final
 
 import httpx
 import msgspec
@@ -45,9 +46,9 @@ from ._wire.protocol import (
 __all__ = [
     "Attempts",
     "Call",
-    "Continued",
     "Listing",
     "Lookup",
+    "Next",
     "decode_wire",
     "name_request",
 ]
@@ -145,9 +146,10 @@ class Attempts(msgspec.Struct, kw_only=True):
 
 def name_request(exc: errors.LMClientError, request: PreparedRequest) -> None:
     """Add the request's method and path to the message of ``exc`` (once). An invalid output
-    (`ValidationError`) is about the model's text, and a closed client about the client, not a
-    request: they keep their messages."""
-    if isinstance(exc, (errors.ValidationError, errors.ClientClosedError)) or not exc.args:
+    (`ValidationError`) is about the model's text, a spent budget about the call's answers,
+    and a closed client about the client, not a request: they keep their messages."""
+    unnamed = (errors.ValidationError, errors.TokenBudgetExceeded, errors.ClientClosedError)
+    if isinstance(exc, unnamed) or not exc.args:
         return
     named = f"({request.method} {httpx.URL(request.url).path})"
     message = str(exc.args[0])
@@ -253,17 +255,27 @@ class Call(Attempts, kw_only=True):
             probabilities=probabilities,
         )
 
-    def finish(self, status: int, headers: Mapping[str, str], body: bytes) -> Response[Any, Any]:
-        """Turn a complete HTTP response into a `Response` or raise its typed error."""
+    def finish(
+        self, status: int, headers: Mapping[str, str], body: bytes
+    ) -> Response[Any, Any] | Next:
+        """Turn a complete HTTP response into its outcome: the `Response`, or the request to
+        send next (`Next`): a re-ask after an invalid answer, a continuation of the answer for
+        its probabilities; else raise its typed error (an invalid answer with no re-ask left
+        among them). The one decision of what follows an answer, for the clients' one loop."""
         if log.isEnabledFor(logging.DEBUG):
             self.log_attempt(status, headers)
         if status >= 300:
             raise api_error(status, headers, body)
-        if self.answer is not None:
-            return self._continued(body)
-        if self.endpoint == "chat":
-            return self._chat(decode_wire(_CHAT, body), body, headers)
-        return self._completion(decode_wire(_COMPLETION, body), body, headers)
+        try:
+            if self.answer is not None:
+                return self._continued(body)
+            if self.endpoint == "chat":
+                response = self._chat(decode_wire(_CHAT, body), body, headers)
+            else:
+                response = self._completion(decode_wire(_COMPLETION, body), body, headers)
+            return response if not self.probabilities else self._with_probabilities(response)
+        except errors.ValidationError as exc:
+            return Next(call=self.reask(exc), invalid=exc)
 
     def reask(self, exc: errors.ValidationError) -> Call:
         """The call that asks again after an invalid answer, with that answer and the reason
@@ -502,13 +514,11 @@ class Call(Attempts, kw_only=True):
         unmetered = self.unmetered + (counted(usage) is None)
         if unmetered:
             response = msgspec.structs.replace(response, unmetered=unmetered)
-        if self.probabilities:
-            return self._with_probabilities(response)
         return response
 
-    def _with_probabilities(self, response: Response[Any, Any]) -> Response[Any, Any]:
-        """``response`` with its first choice's options' probabilities (`_confidence`); a
-        `Continued` call where a shared prefix must be continued first; a `ConfidenceError`
+    def _with_probabilities(self, response: Response[Any, Any]) -> Response[Any, Any] | Next:
+        """``response`` with its first choice's options' probabilities (`_confidence`); the
+        `Next` call where a shared prefix must be continued first; a `ConfidenceError`
         carrying ``response`` where its logprobs cannot tell them."""
         try:
             reading = read(
@@ -523,7 +533,7 @@ class Call(Attempts, kw_only=True):
                 ]
                 if None not in bodies:
                     pending = tuple(msgspec.json.encode(more) for more in bodies)
-                    raise Continued(self._next(response, reading, pending))
+                    return Next(call=self._next(response, reading, pending))
             found = reading.result()
         except errors.ConfidenceError as exc:
             exc.response = response
@@ -539,10 +549,10 @@ class Call(Attempts, kw_only=True):
             self, request=request, answer=answer, reading=reading, pending=pending[1:]
         )
 
-    def _continued(self, body: bytes) -> Response[Any, Any]:
+    def _continued(self, body: bytes) -> Response[Any, Any] | Next:
         """The answer with its probabilities, once the continuation ``body`` has split its
         first waiting prefix (`_confidence.split`), and the continuations' usage counted in
-        its ``total_usage``; `Continued` while another prefix waits."""
+        its ``total_usage``; the `Next` continuation while another prefix waits."""
         answer, reading = self.answer, self.reading
         assert answer is not None and reading is not None
         tokens: list[TokenLogprob] | None = None
@@ -564,7 +574,7 @@ class Call(Attempts, kw_only=True):
         try:
             reading = split(reading, tokens)
             if reading.waiting:
-                raise Continued(self._next(answer, reading, self.pending))
+                return Next(call=self._next(answer, reading, self.pending))
             found = reading.result()
         except errors.ConfidenceError as exc:
             exc.response = answer
@@ -655,13 +665,16 @@ class Call(Attempts, kw_only=True):
         return self.spec.output_type
 
 
-class Continued(Exception):
-    """Raised by `Call.finish` where the answer's probabilities need a continuation of it
-    (`_confidence.continuation`): the clients send ``call`` next, as they send a re-ask."""
+@final  # the clients tell it by ``type(x) is Next`` (isinstance asks a Struct's metaclass)
+class Next(msgspec.Struct, frozen=True, kw_only=True):
+    """What `Call.finish` returns where the answer asks for another request: ``call``, the
+    re-ask of an invalid answer (``invalid``, the error that rejected it, which the re-ask's
+    hook event reports) or a continuation of the answer for its probabilities (``invalid``
+    None). A value, not an exception: the answer's outcome is decided in one place, and the
+    clients' loop sends ``call`` as it sent the first."""
 
-    def __init__(self, call: Call) -> None:
-        super().__init__(call)
-        self.call = call
+    call: Call
+    invalid: errors.ValidationError | None = None
 
 
 _CHAT = msgspec.json.Decoder(ChatCompletion)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 import httpx
 
 from . import errors
-from ._call import Call, Continued, Lookup
+from ._call import Call, Lookup, Next
 from ._core import DEFAULT_MAX_RESPONSE_BYTES, ClientCore
 from ._dialects import Endpoint, ServerInfo, Whitespace
 from ._embeddings import (
@@ -313,7 +313,7 @@ class Client(Scoring):
 
     def models(self) -> list[str]:
         """The ids of the models the server serves (``GET /v1/models``)."""
-        return self._send(self._core.models_call())
+        return self._run(self._core.models_call())
 
     def embed(
         self,
@@ -396,7 +396,7 @@ class Client(Scoring):
             add_special_tokens=add_special_tokens,
             params=params,
         )
-        return self._send(call)
+        return self._run(call)
 
     def count_tokens(
         self,
@@ -423,7 +423,7 @@ class Client(Scoring):
             add_special_tokens=add_special_tokens,
             params=params,
         )
-        return self._send(call)
+        return self._run(call)
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -471,70 +471,11 @@ class Client(Scoring):
         params: dict[str, Any],
         many: Many | None = None,
     ) -> Response[Any, Any]:
-        if self._watched in _MODULES:  # hooks or spans: the same steps, reported
-            return self._create_watched(where, prompt, output_type, endpoint, params, many)
-        core = self._core
-        if not core.ready:
-            core.validate(where, prompt, output_type, endpoint, params)
-            self._setup(params)
-        call = core.prepare(where, prompt, output_type, endpoint, params, many=many)
-        # `_send`'s loop, with the re-asks (max_reasks) in it too: the hot path of every call.
-        while True:
-            try:
-                status, headers, body = self._transport.send(
-                    call.request,
-                    call.start_attempt(),
-                    call.settings.max_response_bytes,
-                    call.deadline_at,
-                )
-                return call.finish(status, headers, body)
-            except errors.ValidationError as exc:
-                call = call.reask(exc)
-                continue
-            except Continued as more:  # the answer's probabilities need a continuation of it
-                call = more.call
-                continue
-            except errors.LMClientError as exc:
-                delay = call.backoff(exc)
-            time.sleep(delay)
-
-    def _create_watched(
-        self,
-        where: str,
-        prompt: Prompt,
-        output_type: Any,
-        endpoint: Endpoint,
-        params: dict[str, Any],
-        many: Many | None = None,
-    ) -> Response[Any, Any]:
-        """`_create`, each step reported to the hooks and the span (`_hooks.Watch`), which is
-        current while the request is built and sent."""
-        with self._observer.watch(endpoint, stream=False) as watch:
-            if not self._core.ready:
-                self._core.validate(where, prompt, output_type, endpoint, params)
-                self._setup(params)
-            params = watch.begin(self._core, params)
-            call = self._core.prepare(where, prompt, output_type, endpoint, params, many=many)
-            while True:
-                try:
-                    timeouts = call.start_attempt()  # raises once the deadline has passed: not sent
-                    watch.sending(call)
-                    raw = self._transport.send(
-                        call.request, timeouts, call.settings.max_response_bytes, call.deadline_at
-                    )
-                    watch.received(raw.status, raw.headers)
-                    return watch.finished(call.finish(raw.status, raw.headers, raw.body))
-                except errors.ValidationError as exc:
-                    call = call.reask(exc)
-                    watch.reasked(call, exc)
-                    continue
-                except Continued as more:
-                    call = more.call
-                    continue
-                except errors.LMClientError as exc:
-                    delay = call.backoff(exc)
-                    watch.retrying(delay, exc)
-                time.sleep(delay)
+        if self._watched in _MODULES:  # hooks or spans: the same steps, reported (`_hooks.Watch`)
+            with self._observer.watch(endpoint, stream=False) as watch:
+                call = self._prepare(where, prompt, output_type, endpoint, params, many, watch)
+                return self._run(call, watch)
+        return self._run(self._prepare(where, prompt, output_type, endpoint, params, many))
 
     def _prepare(
         self,
@@ -543,14 +484,54 @@ class Client(Scoring):
         output_type: Any,
         endpoint: Endpoint,
         params: dict[str, Any],
+        many: Many | None = None,
+        watch: Watch | None = None,
         *,
         stream: bool = False,
     ) -> Call:
-        """The call's request; on first use, after the set-up requests (input checked first)."""
-        if not self._core.ready:
-            self._core.validate(where, prompt, output_type, endpoint, params)
+        """The call's request; on first use, after the set-up requests (input checked first).
+        With a `Watch`, its span starts once the set-up is done, and is current while the
+        request is built (and, the watch entered, sent)."""
+        core = self._core
+        if not core.ready:
+            core.validate(where, prompt, output_type, endpoint, params)
             self._setup(params)
-        return self._core.prepare(where, prompt, output_type, endpoint, params, stream=stream)
+        if watch is not None:
+            params = watch.begin(core, params)
+        return core.prepare(where, prompt, output_type, endpoint, params, stream=stream, many=many)
+
+    @overload
+    def _run(self, call: Call, watch: Watch | None = None) -> Response[Any, Any]: ...
+    @overload
+    def _run(self, call: Lookup[T], watch: None = None) -> T: ...
+    def _run(self, call: Call | Lookup[Any], watch: Watch | None = None) -> Any:
+        """The send loop of every request but a stream's: a call's (its re-asks and
+        continuations in it: `Call.finish` returns them as `Next`) and the set-up's
+        (`Lookup`s). An error goes to `backoff`, which gives the pause before the next attempt
+        or raises it. ``watch`` hears each step (`_hooks.Watch`); without one, the hot path of
+        every call pays one ``is not None`` per step."""
+        while True:
+            try:
+                timeouts = call.start_attempt()  # raises once the deadline has passed: not sent
+                if watch is not None:
+                    watch.sending(call)
+                status, headers, body = self._transport.send(
+                    call.request, timeouts, call.settings.max_response_bytes, call.deadline_at
+                )
+                if watch is not None:
+                    watch.received(status, headers)
+                outcome = call.finish(status, headers, body)
+                if type(outcome) is not Next:
+                    return outcome if watch is None else watch.finished(outcome)
+                call = outcome.call
+                if watch is not None and outcome.invalid is not None:
+                    watch.reasked(call, outcome.invalid)
+                continue
+            except errors.LMClientError as exc:
+                delay = call.backoff(exc)
+                if watch is not None:
+                    watch.retrying(delay, exc)
+            time.sleep(delay)
 
     def _setup(self, params: dict[str, Any]) -> None:
         """Learn, once, what ``model=None`` and ``dialect="auto"`` leave open."""
@@ -567,7 +548,7 @@ class Client(Scoring):
         if self._core.listed is not None:
             return self._core.listed
         try:
-            return self._send(self._core.models_call())
+            return self._run(self._core.models_call())
         except errors.LMClientError as exc:
             raise self._core.unlisted(exc) from exc
 
@@ -577,7 +558,7 @@ class Client(Scoring):
         answers = self._probe_round()
         if self._core.unreached(answers):  # wait for a server starting up, or fail as it does
             try:
-                self._send(self._core.models_call())
+                self._run(self._core.models_call())
             except errors.APIConnectionError as exc:
                 raise self._core.unreachable(exc, "detected what server it is") from None
             answers = self._probe_round()  # once more, now that it answers
@@ -594,25 +575,11 @@ class Client(Scoring):
         if call is None:  # not asked
             return None
         try:
-            return self._send(call)
+            return self._run(call)
         except errors.ClientClosedError:
             raise
         except Exception as exc:  # a probe that fails never fails the user's call (even a mock's)
             return exc
-
-    def _send(self, call: Lookup[T]) -> T:
-        while True:
-            try:
-                raw = self._transport.send(
-                    call.request,
-                    call.start_attempt(),
-                    call.settings.max_response_bytes,
-                    call.deadline_at,
-                )
-                return call.finish(raw.status, raw.headers, raw.body)
-            except errors.LMClientError as exc:
-                delay = call.backoff(exc)
-            time.sleep(delay)
 
     def _embeddings(self, job: EmbeddingJob, concurrency: int) -> Embeddings:
         if not job.ready:
@@ -623,10 +590,10 @@ class Client(Scoring):
         """Send every call, at most ``concurrency`` at once; the answers in the calls' order.
         A failure cancels the requests not started yet."""
         if len(calls) <= 1 or concurrency == 1:
-            return [self._send(call) for call in calls]
+            return [self._run(call) for call in calls]
         pool = ThreadPoolExecutor(min(concurrency, len(calls)))  # threads share one pool
         try:
-            return list(pool.map(self._send, calls))
+            return list(pool.map(self._run, calls))
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
@@ -635,10 +602,9 @@ class Client(Scoring):
     ) -> tuple[StreamState, Opened]:
         """`stream`'s opener with a `Watch`, which the stream reports its end to."""
         with self._observer.watch(endpoint, stream=True) as watch:
-            if not self._core.ready:
-                self._setup(params)  # the input was checked by `stream`
-            params = watch.begin(self._core, params)
-            call = self._core.prepare("stream", prompt, output_type, endpoint, params, stream=True)
+            call = self._prepare(
+                "stream", prompt, output_type, endpoint, params, None, watch, stream=True
+            )
             state = StreamState(call)
             state.watch = watch
             return state, self._open(call, watch)

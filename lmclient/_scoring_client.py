@@ -29,13 +29,13 @@ E = TypeVar("E")
 
 
 class Scoring:
-    """The scoring methods; the client that mixes them in gives ``_core``, ``_send`` and
+    """The scoring methods; the client that mixes them in gives ``_core``, ``_run`` and
     ``_setup``."""
 
     if TYPE_CHECKING:
         _core: ClientCore
 
-        def _send(self, call: Lookup[T]) -> T: ...
+        def _run(self, call: Lookup[T]) -> T: ...
 
         def _setup(self, params: dict[str, Any]) -> None: ...
 
@@ -93,4 +93,4 @@ class Scoring:
         if not job.ready:
             self._setup({"model": job.model})
         call = job.call()
-        return [] if call is None else self._send(call)
+        return [] if call is None else self._run(call)

@@ -29,13 +29,13 @@ E = TypeVar("E")
 
 
 class AsyncScoring:
-    """The scoring methods; the client that mixes them in gives ``_core``, ``_send`` and
+    """The scoring methods; the client that mixes them in gives ``_core``, ``_run`` and
     ``_setup``."""
 
     if TYPE_CHECKING:
         _core: ClientCore
 
-        async def _send(self, call: Lookup[T]) -> T: ...
+        async def _run(self, call: Lookup[T]) -> T: ...
 
         async def _setup(self, params: dict[str, Any]) -> None: ...
 
@@ -93,4 +93,4 @@ class AsyncScoring:
         if not job.ready:
             await self._setup({"model": job.model})
         call = job.call()
-        return [] if call is None else await self._send(call)
+        return [] if call is None else await self._run(call)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from . import errors
-from ._call import Call
+from ._call import Call, Next
 from ._core import ClientCore
 from ._dialects import Endpoint
 from ._output.types import DECODE_ERRORS
@@ -151,6 +151,9 @@ def _outcome(call: Call, result: _Result) -> Any:
     if result.response is None:
         return errors.ProtocolError(f"{result.custom_id} has neither a response nor an error")
     try:
-        return call.finish(result.response.status_code, {}, bytes(result.response.body)).values[0]
+        outcome = call.finish(result.response.status_code, {}, bytes(result.response.body))
     except errors.LMClientError as exc:
         return exc
+    # a file's answer is the last: its call has no re-asks (max_reasks 0) nor probabilities
+    assert not isinstance(outcome, Next)
+    return outcome.values[0]

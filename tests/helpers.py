@@ -1,6 +1,6 @@
 """What test modules share: recorded bytes' folders, response bodies and streams, a core and a
-call without sockets, the pool's counters, the array splitter's work, a gated fake,
-OpenTelemetry's in-memory exporter.
+call without sockets (and its answer: `answered`), the pool's counters, the array splitter's
+work, a gated fake, OpenTelemetry's in-memory exporter.
 
 A test module imports its helpers from here (or from the other helper modules beside it:
 `tests.kinds`, `tests.byte_server`, `tests.scripted_server`, ...), never from another test
@@ -160,6 +160,16 @@ def call(output_type: Any = str, endpoint: Any = "chat", **params: Any) -> _call
 
 
 # -- clients over sockets --------------------------------------------------------------------
+
+
+def answered(
+    call: _call.Call, body: bytes, headers: dict[str, str] | None = None
+) -> lmclient.Response[Any, Any]:
+    """The `Response` a call's 200 ``body`` finishes with (`Call.finish`), where no re-ask nor
+    continuation may follow it (a `Next` fails the test)."""
+    outcome = call.finish(200, headers or {}, body)
+    assert not isinstance(outcome, _call.Next), outcome
+    return outcome
 
 
 def checked_out(client: lmclient.Client | lmclient.AsyncClient) -> int:

@@ -16,12 +16,12 @@ import pytest
 
 import lmclient
 from lmclient import Choice, _confidence, _core, errors
-from lmclient._call import Continued
+from lmclient._call import Next
 from lmclient._dialects import DIALECTS
 from lmclient._output.types import compile_output
 from lmclient._wire.protocol import ChatCompletion, TokenLogprob, TopLogprob, Usage
 from lmclient.testing import FakeLLM
-from tests.helpers import FIXTURES, LLAMACPP_LIVE, body_of, make_core
+from tests.helpers import FIXTURES, LLAMACPP_LIVE, answered, body_of, make_core
 
 YES_NO = Literal["yes", "no"]
 
@@ -141,7 +141,7 @@ def test_llamacpp_bodies(name: str, output_type: Any, endpoint: Any, expected: A
     assert {
         k: v for k, v in msgspec.json.decode(call.request.body or b"").items() if "log" in k
     } == {k: v for k, v in request.items() if "log" in k}
-    response = call.finish(200, {}, (folder / f"{name}.response.json").read_bytes())
+    response = answered(call, (folder / f"{name}.response.json").read_bytes())
     assert response.probabilities == expected
     assert response.logprobs is not None and len(response.logprobs[0].top_logprobs) == 100
 
@@ -388,15 +388,16 @@ def _replayed(name: str, prompt: str) -> tuple[Any, list[dict[str, Any]]]:
     body = (folder / f"{name}.response.json").read_bytes()
     sent: list[dict[str, Any]] = []
     while True:
-        try:
-            return call.finish(200, {}, body), sent
-        except Continued as more:
-            call = more.call
-            assert call.request.body is not None
-            stem = f"{name}_continued_{len(sent) + 1}"
-            assert call.request.body == (folder / f"{stem}.request.json").read_bytes()
-            sent.append(msgspec.json.decode(call.request.body))
-            body = (folder / f"{stem}.response.json").read_bytes()
+        outcome = call.finish(200, {}, body)
+        if not isinstance(outcome, Next):
+            return outcome, sent
+        assert outcome.invalid is None  # a continuation, not a re-ask
+        call = outcome.call
+        assert call.request.body is not None
+        stem = f"{name}_continued_{len(sent) + 1}"
+        assert call.request.body == (folder / f"{stem}.request.json").read_bytes()
+        sent.append(msgspec.json.decode(call.request.body))
+        body = (folder / f"{stem}.response.json").read_bytes()
 
 
 def test_llamacpp_continuation_of_a_shared_prefix() -> None:

@@ -20,7 +20,15 @@ from lmclient._dialects import DIALECTS, PROBE_PATHS
 from lmclient._stream_state import StreamState
 from lmclient._tools import CHOICES, ENFORCEMENT
 from lmclient.testing import FakeLLM
-from tests.helpers import EXAMPLES, FIXTURES, LLAMACPP_LIVE, body_of, chat_body, sent
+from tests.helpers import (
+    EXAMPLES,
+    FIXTURES,
+    LLAMACPP_LIVE,
+    answered,
+    body_of,
+    chat_body,
+    sent,
+)
 
 
 class Weather(msgspec.Struct):
@@ -211,7 +219,7 @@ def test_refusals(params: dict[str, Any], error: type[Exception], match: str) ->
 def finish(body: dict[str, Any], **params: Any) -> lmclient.Response[Any]:
     core = _core.ClientCore("http://h/v1", "m", dialect="vllm")
     call = core.prepare("create", "Q", str, "chat", {"tools": [WEATHER, ADD], **params})
-    return call.finish(200, {}, json.dumps(body).encode())
+    return answered(call, json.dumps(body).encode())
 
 
 # One call, as a unit-test body; every server's own shapes are the recorded fixtures below.
@@ -241,7 +249,7 @@ def test_arguments_as_an_object_are_decoded() -> None:
 def test_raw_keeps_tool_calls_of_a_call_without_tools() -> None:
     core = _core.ClientCore("http://h/v1", "m", dialect="vllm")
     call = core.prepare("create", "Q", str, "chat", {})
-    response = call.finish(200, {}, json.dumps(ONE_CALL).encode())
+    response = answered(call, json.dumps(ONE_CALL).encode())
     assert response.tool_calls == ()
     assert response.raw["choices"][0]["message"]["tool_calls"][0]["id"] == "call_1"
 
@@ -453,7 +461,7 @@ def recorded_call(stream: bool) -> _call.Call:
 
 def test_recorded_llamacpp_tool_calls_body_and_stream_agree() -> None:
     body = (LLAMACPP_LIVE / "tools_required.response.json").read_bytes()
-    whole = recorded_call(False).finish(200, {}, body)
+    whole = answered(recorded_call(False), body)
     state = StreamState(recorded_call(True))
     state.feed((LLAMACPP_LIVE / "tools_required_stream.response.sse").read_bytes())
     state.end()
@@ -622,7 +630,7 @@ def test_tools_in_defaults() -> None:
     call = core.prepare("create", "Q", str, "chat", {})
     assert call.request.body is not None
     assert msgspec.json.decode(call.request.body)["tools"] == [strict(WEATHER_PARAM)]
-    response = call.finish(200, {}, json.dumps(ONE_CALL).encode())
+    response = answered(call, json.dumps(ONE_CALL).encode())
     assert [c.arguments for c in response.tool_calls] == [Weather("Oslo")]
     with pytest.raises(lmclient.UnsupportedConstraintError, match="output type"):
         core.validate("generate", "Q", int, "chat", {})
@@ -785,7 +793,7 @@ def decode_stream(shape: Shape) -> tuple[lmclient.Response[Any], list[str | None
 @pytest.mark.parametrize("server", list(TOOL_SHAPES))
 def test_each_servers_tool_calls_body_and_stream_agree(server: str) -> None:
     shape = TOOL_SHAPES[server]
-    whole = shape_call(shape, stream=False).finish(200, {}, read_fixture(shape.body))
+    whole = answered(shape_call(shape, stream=False), read_fixture(shape.body))
     streamed, closed = decode_stream(shape)
     assert [(c.name, c.arguments) for c in whole.tool_calls] == list(shape.calls)
     assert [(c.name, c.arguments) for c in streamed.tool_calls] == list(shape.calls)

@@ -16,7 +16,7 @@ from lmclient import _core
 from lmclient._stream_state import StreamState
 from lmclient._wire.protocol import add_usage
 from lmclient.testing import FakeLLM
-from tests.helpers import FIXTURES, LLAMACPP_LIVE, chat_body
+from tests.helpers import FIXTURES, LLAMACPP_LIVE, answered, chat_body
 
 VLLM_LIVE = FIXTURES / "vllm"
 
@@ -50,7 +50,7 @@ def stream_response(sse: bytes) -> Any:
 def test_llamacpp_body_cached_tokens_and_timings() -> None:
     body = (LLAMACPP_LIVE / "chat_plain.response.json").read_bytes()
     core = _core.ClientCore("http://h/v1", "m", dialect="llamacpp")
-    response = core.prepare("create", "Q", str, "chat", {}).finish(200, {}, body)
+    response = answered(core.prepare("create", "Q", str, "chat", {}), body)
     assert response.usage == lmclient.Usage(28, 32, 60, lmclient.PromptTokensDetails(0))
     assert response.usage.cached_tokens == 0 and response.usage.reasoning_tokens is None
     assert isinstance(response.metrics, lmclient.LlamaCppTimings)
@@ -80,7 +80,7 @@ def test_vllm_body_without_details_nor_metrics() -> None:
     ``metrics: null`` unless ``--enable-per-request-metrics``."""
     body = (VLLM_LIVE / "chat_n_2.response.json").read_bytes()
     core = _core.ClientCore("http://h/v1", "m", dialect="vllm")
-    response = core.prepare("create", "Q", str, "chat", {"n": 2}).finish(200, {}, body)
+    response = answered(core.prepare("create", "Q", str, "chat", {"n": 2}), body)
     assert response.usage == lmclient.Usage(18, 5, 23)
     assert response.usage.cached_tokens is None and response.usage.reasoning_tokens is None
     assert response.metrics is None

@@ -14,7 +14,15 @@ import lmclient
 from lmclient import _call, _core, _params, _status, errors
 from lmclient._dialects import PROBE_PATHS, Endpoint, ServerInfo
 from lmclient._request import CallSettings, PreparedRequest
-from tests.helpers import EXAMPLES, LLAMACPP_LIVE, call, chat_body, completion_body, make_core
+from tests.helpers import (
+    EXAMPLES,
+    LLAMACPP_LIVE,
+    answered,
+    call,
+    chat_body,
+    completion_body,
+    make_core,
+)
 
 
 def finish(
@@ -60,6 +68,39 @@ def test_invalid_output_raises_validation_error_with_path() -> None:
     assert exc.output_type is Person
     assert "$.age" in exc.detail
     assert exc.attempts == [exc.text]
+
+
+def test_an_invalid_answer_with_a_reask_left_finishes_as_the_next_call() -> None:
+    """`finish` decides what follows an answer: with a re-ask left, the re-ask is its outcome
+    (`Next`), carrying the error that rejected the answer (for the re-ask's hook event), not
+    raised; the last answer's error is raised, unnamed by the request (`backoff`'s rule)."""
+    invalid = chat_body("4.5")
+    first = call(int, max_reasks=1)
+    outcome = finish(first, invalid)
+    assert isinstance(outcome, _call.Next)
+    assert isinstance(outcome.invalid, errors.ValidationError) and outcome.invalid.text == "4.5"
+    assert outcome.call.reasks == 1 and first.reasks == 0
+    assert outcome.call.request.body is not None
+    sent = json.loads(outcome.call.request.body)["messages"]
+    assert sent[-2] == {"role": "assistant", "content": "4.5"}
+    with pytest.raises(errors.ValidationError) as info:
+        finish(outcome.call, invalid)
+    assert info.value.attempts == ["4.5", "4.5"]
+    with pytest.raises(errors.ValidationError) as again:
+        outcome.call.backoff(info.value)
+    assert again.value is info.value and not str(info.value).endswith("/chat/completions)")
+
+
+def test_a_spent_budget_keeps_its_message_through_backoff() -> None:
+    """The budget refusing a re-ask leaves `finish` as an error, through `backoff` like every
+    error: its message is about the call's answers, not one request, and is not named."""
+    spent = call(int, max_reasks=1, token_budget=8)  # the answer's usage: 8 tokens
+    with pytest.raises(errors.TokenBudgetExceeded) as info:
+        finish(spent, chat_body("4.5"))
+    message = str(info.value)
+    with pytest.raises(errors.TokenBudgetExceeded):
+        spent.backoff(info.value)
+    assert str(info.value) == message
 
 
 @pytest.mark.parametrize(
@@ -125,7 +166,7 @@ def test_completion_logprobs_are_normalised() -> None:
 
 def test_tgi_fixture_decodes() -> None:
     body = (EXAMPLES / "tgi_chat_completion_json_schema.json").read_bytes()
-    response = call(lmclient.JsonSchema({"type": "object"})).finish(200, {}, body)
+    response = answered(call(lmclient.JsonSchema({"type": "object"})), body)
     assert response.value["numCats"] == 2
     assert response.id == ""
 
@@ -148,7 +189,7 @@ def test_llamacpp_live_recordings_decode() -> None:
         if "choices" not in body:
             continue
         c = make_core().prepare("create", "Q", str, endpoint, {})
-        response = c.finish(200, {}, body_path.read_bytes())
+        response = answered(c, body_path.read_bytes())
         assert isinstance(response.value, str)
         decoded += 1
     assert decoded >= 5

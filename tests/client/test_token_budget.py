@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import lmclient
+from lmclient._call import Next
 from lmclient.testing import FakeLLM
 from tests.helpers import FIXTURES, LLAMACPP_LIVE, make_core
 
@@ -111,23 +112,22 @@ def test_recorded_bodies_are_counted_as_the_servers_reported_them() -> None:
             call = make_core(dialect=dialect).prepare(
                 "create", "Q", output_type, "chat", {"max_reasks": 1, "token_budget": budget}
             )
-            with pytest.raises(lmclient.ValidationError) as invalid:
-                call.finish(200, {}, body)
             if stops:
                 with pytest.raises(lmclient.TokenBudgetExceeded) as info:
-                    call.reask(invalid.value)
+                    call.finish(200, {}, body)  # its re-ask refused
                 assert (info.value.spent, info.value.over) == (tokens, 0), path
+                assert isinstance(info.value.__cause__, lmclient.ValidationError), path
             else:
-                assert call.reask(invalid.value).reasks == 1
+                reask = call.finish(200, {}, body)
+                assert isinstance(reask, Next) and reask.invalid is not None, path
+                assert reask.call.reasks == 1
         unreported = json.loads(body)
         del unreported["usage"]
         call = make_core(dialect=dialect).prepare(
             "create", "Q", output_type, "chat", {"max_reasks": 1, "token_budget": 10**6}
         )
-        with pytest.raises(lmclient.ValidationError) as invalid:
-            call.finish(200, {}, json.dumps(unreported).encode())
         with pytest.raises(lmclient.TokenBudgetExceeded, match="reported no usage"):
-            call.reask(invalid.value)
+            call.finish(200, {}, json.dumps(unreported).encode())
 
 
 # -- what a re-ask sends back ---------------------------------------------------------------------
