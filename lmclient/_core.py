@@ -588,7 +588,7 @@ class ClientCore:
 def _add_params(body: dict[str, Any], params: Mapping[str, Any], endpoint: Endpoint) -> None:
     """The per-call parameters that go in the body, as each endpoint spells them: as given, but
     for the few spelt otherwise (`RESPELT`)."""
-    for name, value in params.items():  # (a comprehension would be one more call per call)
+    for name, value in params.items():  # into the body in place: it is built in one pass
         if value is not None and name not in CALL_PARAMS:
             body[name] = value  # noqa: PERF403
     if RESPELT.isdisjoint(params):

@@ -74,7 +74,8 @@ class RawResponse(NamedTuple):
     body: bytes
 
 
-# Builds a RawResponse without the NamedTuple's Python-level __new__: one per call.
+# Builds a RawResponse from the tuple a transport has made itself: its three fields need none of
+# the NamedTuple's Python-level __new__ (defaults, keywords), and one is built for every call.
 raw_response: Callable[[tuple[int, Mapping[str, str], bytes]], RawResponse] = functools.partial(
     tuple.__new__, RawResponse
 )
