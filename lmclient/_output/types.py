@@ -142,6 +142,7 @@ def compile_output(output_type: Any) -> OutputSpec[Any]:
     each is its own key, and has no ``__args__`` to look for. A typing form is keyed by equality
     and by its arguments in order: ``Literal["b", "a"] == Literal["a", "b"]``, but the order of
     the options is the user's and goes on the wire."""
+    key: Any
     if isinstance(output_type, (type, JsonSchema)):
         key = output_type
     else:
