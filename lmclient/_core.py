@@ -53,7 +53,7 @@ from ._usage import Many
 from ._wire.protocol import ModelList
 from .errors import ConfigurationError, UnsupportedConstraintError
 
-__all__ = ["ClientCore"]
+__all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "ClientCore"]
 
 
 DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
@@ -588,7 +588,7 @@ class ClientCore:
 def _add_params(body: dict[str, Any], params: Mapping[str, Any], endpoint: Endpoint) -> None:
     """The per-call parameters that go in the body, as each endpoint spells them: as given, but
     for the few spelt otherwise (`RESPELT`)."""
-    for name, value in params.items():  # (a comprehension would be one more call per call)
+    for name, value in params.items():  # into the body in place: it is built in one pass
         if value is not None and name not in CALL_PARAMS:
             body[name] = value  # noqa: PERF403
     if RESPELT.isdisjoint(params):
@@ -605,15 +605,6 @@ def _add_params(body: dict[str, Any], params: Mapping[str, Any], endpoint: Endpo
 
 
 _encode = msgspec.json.Encoder().encode
-
-
-def _messages(prompt: Any) -> list[Any]:
-    """A prompt given as messages of text, checked (for a token count: the servers' tokenizer
-    endpoints take no media)."""
-    messages, parts = prompt_messages(prompt)
-    if parts and content_media(messages):
-        raise TypeError("a token count takes messages of text, without media")
-    return messages if not parts else wire_messages(messages, "generic")
 
 
 _TOOL_PARAMS = frozenset({"tools", "tool_choice"})

@@ -35,7 +35,7 @@ import msgspec
 
 from . import errors
 from ._call import Lookup
-from ._core import _messages
+from ._media import content_media, prompt_messages, wire_messages
 from ._output.depth import MAX_DEPTH, nested_deeper, too_deep
 from ._output.types import DECODE_ERRORS
 from ._params import Prompt, check_params
@@ -60,6 +60,7 @@ __all__ = [
     "Embeddings",
     "Endpoints",
     "Vector",
+    "attempt_params",
     "check_tokens",
     "count_call",
     "decode_embeddings",
@@ -348,6 +349,15 @@ def tokenize_call(
     return Lookup.new(core.settings, request, _token_ids, attempt_params(where, params))
 
 
+def _text_messages(prompt: Any) -> list[Any]:
+    """A prompt given as messages of text, checked (for a token count: the servers' tokenizer
+    endpoints take no media)."""
+    messages, parts = prompt_messages(prompt)
+    if parts and content_media(messages):
+        raise TypeError("a token count takes messages of text, without media")
+    return messages if not parts else wire_messages(messages, "generic")
+
+
 def count_call(
     core: ClientCore,
     where: str,
@@ -367,7 +377,7 @@ def count_call(
     if isinstance(prompt, str):
         request = _text_request(core, dialect, prompt, model, add_special_tokens)
         return Lookup.new(core.settings, request, _token_count, attempt_params(where, params))
-    body = _encode({"model": model or core.model, "messages": _messages(prompt)})
+    body = _encode({"model": model or core.model, "messages": _text_messages(prompt)})
     if ENDPOINTS[dialect].tokenize == "llamacpp":
         url = core.base_url + "/chat/completions/input_tokens"
         request = PreparedRequest("POST", url, core._post_headers, body)
@@ -398,7 +408,7 @@ def check_tokens(
     if not isinstance(prompt, str):
         if where != "count_tokens":
             raise TypeError(f"{where}() takes a str, not {type(prompt).__name__}")
-        _messages(prompt)
+        _text_messages(prompt)
         if add_special_tokens:
             raise ValueError(
                 f"{where}(): add_special_tokens applies to a text; the chat template adds "

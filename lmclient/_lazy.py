@@ -7,6 +7,8 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+__all__ = ["lazy_attributes"]
+
 
 def lazy_attributes(
     package: str, names: Mapping[str, str], namespace: dict[str, Any]

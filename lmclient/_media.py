@@ -49,6 +49,7 @@ __all__ = [
     "content_media",
     "data_url",
     "prompt_messages",
+    "read_part",
     "wire_messages",
 ]
 

@@ -1,4 +1,4 @@
-"""OpenTelemetry spans of lmclient's calls, after the GenAI semantic conventions (inference
+"""OpenTelemetry spans of lmclient's calls: after the GenAI semantic conventions (inference
 client spans, https://github.com/open-telemetry/semantic-conventions-genai, gen-ai-spans.md).
 
 Imported only when a call is traced (`_hooks.Observer`): never by ``import lmclient``, never in

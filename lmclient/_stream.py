@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ._wire.progressive import Partial
     from ._wire.protocol import WireToolCall
 
-__all__ = ["AsyncStream", "Stream"]
+__all__ = ["AsyncOpened", "AsyncStream", "Opened", "Stream"]
 
 T = TypeVar("T")
 E = TypeVar("E")  # the element of a list/tuple/set output, which items() yields

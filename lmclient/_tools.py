@@ -30,6 +30,7 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolChoice",
+    "check_choice",
     "check_tools",
     "decode_calls",
     "one_or_two",

@@ -95,40 +95,40 @@ import msgspec
 from lmclient._log import log as _log
 
 from .gbnf_ir import (
-    _EMPTY,
-    _MAX_REPEAT,
-    _alt,
-    _cls,
-    _dedupe,
-    _Fallback,
-    _hoist,
-    _Lit,
-    _longest,
-    _Node,
-    _opt,
-    _reachable,
-    _Ref,
-    _render,
-    _rep,
-    _seq,
-    _shortest,
-    _too_many,
+    EMPTY,
+    MAX_REPEAT,
+    Fallback,
+    Lit,
+    Node,
+    Ref,
+    alt,
+    char_class,
+    dedupe,
+    hoist,
+    longest_bytes,
+    opt,
+    reachable,
+    render,
+    rep,
+    seq,
+    shortest_bytes,
+    too_many,
 )
 from .gbnf_json import (
-    _B64,
-    _CHAR,
-    _I64_MIN,
-    _OFFSET,
-    _PARTIAL_TIME,
-    _U64_MAX,
-    _date,
-    _float_bound,
-    _float_forms,
-    _int_range,
-    _multiples,
-    _number_range,
+    B64,
+    CHAR,
+    I64_MIN,
+    OFFSET,
+    PARTIAL_TIME,
+    U64_MAX,
+    date,
+    float_bound,
+    float_forms,
+    int_range,
+    multiples,
+    number_range,
 )
-from .gbnf_regex import _pattern
+from .gbnf_regex import regex_grammar
 
 __all__ = ["CompactGrammar", "compact_grammar"]
 
@@ -147,16 +147,14 @@ def compact_grammar(schema: Mapping[str, Any]) -> CompactGrammar | None:
     try:
         compiler = _Compiler(schema)
         compiler.rules["root"] = compiler.node(schema)
-    except _Fallback as exc:
+    except Fallback as exc:
         _log.debug("compact grammar: falls back to json_schema: %s", exc)
         return None
-    rules = _dedupe(_hoist(_reachable(compiler.rules)))
-    if _too_many(rules):
-        _log.debug(
-            "compact grammar: falls back to json_schema: a repeat count over %d", _MAX_REPEAT
-        )
+    rules = dedupe(hoist(reachable(compiler.rules)))
+    if too_many(rules):
+        _log.debug("compact grammar: falls back to json_schema: a repeat count over %d", MAX_REPEAT)
         return None
-    return CompactGrammar(_render(rules), _shortest(rules), _longest(rules))
+    return CompactGrammar(render(rules), shortest_bytes(rules), longest_bytes(rules))
 
 
 # --------------------------------------------------------------------------------------------
@@ -215,14 +213,14 @@ _KNOWN = (
         ]
     )
 )
-_FORMATS: dict[str, Callable[[], _Node]] = {
-    "date": _date,
-    "date-time": lambda: _seq(_date(), _Lit("T"), _PARTIAL_TIME, _OFFSET),
-    "time": lambda: _seq(_PARTIAL_TIME, _OFFSET),
-    "partial-time": lambda: _PARTIAL_TIME,
-    "uuid": lambda: _seq(
+_FORMATS: dict[str, Callable[[], Node]] = {
+    "date": date,
+    "date-time": lambda: seq(date(), Lit("T"), PARTIAL_TIME, OFFSET),
+    "time": lambda: seq(PARTIAL_TIME, OFFSET),
+    "partial-time": lambda: PARTIAL_TIME,
+    "uuid": lambda: seq(
         *(
-            _rep(_cls([(0x30, 0x39), (0x61, 0x66)]), n, n) if n else _Lit("-")
+            rep(char_class([(0x30, 0x39), (0x61, 0x66)]), n, n) if n else Lit("-")
             for n in (8, 0, 4, 0, 4, 0, 4, 0, 12)
         )
     ),
@@ -235,20 +233,20 @@ _SHARED = frozenset(["root", "char", "string", "value", "number", "integer"])  #
 class _Compiler:
     def __init__(self, root: Mapping[str, Any]) -> None:
         self.root = root
-        self.rules: dict[str, _Node] = {}
+        self.rules: dict[str, Node] = {}
         self.refs: dict[str, str] = {"#": "root"}
 
-    def shared(self, name: str, build: Callable[[], _Node]) -> _Ref:
+    def shared(self, name: str, build: Callable[[], Node]) -> Ref:
         if name not in self.rules:
-            self.rules[name] = _EMPTY  # a placeholder while the body is built (recursion)
+            self.rules[name] = EMPTY  # a placeholder while the body is built (recursion)
             self.rules[name] = build()
-        return _Ref(name)
+        return Ref(name)
 
-    def named(self, body: _Node) -> _Ref:
+    def named(self, body: Node) -> Ref:
         """``body`` as a rule of its own."""
         name = self.fresh("part")
         self.rules[name] = body
-        return _Ref(name)
+        return Ref(name)
 
     def fresh(self, base: str) -> str:
         name = re.sub(r"[^a-z0-9]+", "-", base.lower()).strip("-") or "def"
@@ -259,35 +257,35 @@ class _Compiler:
             candidate = f"{name}-{n}"
         return candidate
 
-    def node(self, schema: Any) -> _Node:
+    def node(self, schema: Any) -> Node:
         if schema is True or schema == {}:
             return self.any_value()
         if not isinstance(schema, Mapping):
-            raise _Fallback(f"schema {schema!r}")
+            raise Fallback(f"schema {schema!r}")
         unknown = set(schema) - _KNOWN
         if unknown:
-            raise _Fallback(f"keyword {sorted(unknown)[0]!r}")
+            raise Fallback(f"keyword {sorted(unknown)[0]!r}")
         keys = set(schema) - _ANNOTATIONS
         if "$ref" in schema:
             if keys != {"$ref"}:
-                raise _Fallback("$ref beside other keywords")
+                raise Fallback("$ref beside other keywords")
             return self.ref(schema["$ref"])
         for union in ("anyOf", "oneOf"):
             if union in schema:
                 if keys != {union}:
-                    raise _Fallback(f"{union} beside other keywords")
-                return _alt(*(self.node(branch) for branch in schema[union]))
+                    raise Fallback(f"{union} beside other keywords")
+                return alt(*(self.node(branch) for branch in schema[union]))
         if "enum" in schema or "const" in schema:
             values = list(schema["enum"]) if "enum" in schema else [schema["const"]]
             if "enum" in schema and "const" in schema:
                 values = [v for v in values if v == schema["const"]]
             if keys - {"enum", "const", "type"}:
-                raise _Fallback("enum/const beside constraints")
+                raise Fallback("enum/const beside constraints")
             types = schema.get("type")
             allowed = [types] if isinstance(types, str) else types
-            return _alt(
+            return alt(
                 *(
-                    _Lit(msgspec.json.encode(v).decode())
+                    Lit(msgspec.json.encode(v).decode())
                     for v in values
                     if allowed is None
                     or _json_type(v) in allowed
@@ -297,31 +295,31 @@ class _Compiler:
         types = schema.get("type")
         if types is None:
             if keys - {"type"}:
-                raise _Fallback("constraints without a type")
+                raise Fallback("constraints without a type")
             return self.any_value()
         if isinstance(types, str):
             types = [types]
-        return _alt(*(self.typed(t, schema) for t in types))
+        return alt(*(self.typed(t, schema) for t in types))
 
-    def ref(self, ref: Any) -> _Ref:
+    def ref(self, ref: Any) -> Ref:
         if not isinstance(ref, str):
-            raise _Fallback(f"$ref {ref!r}")
+            raise Fallback(f"$ref {ref!r}")
         if ref not in self.refs:
             target: Any = self.root
             if not ref.startswith("#/"):
-                raise _Fallback(f"$ref {ref!r}")
+                raise Fallback(f"$ref {ref!r}")
             for part in ref[2:].split("/"):
                 part = part.replace("~1", "/").replace("~0", "~")
                 if not isinstance(target, Mapping) or part not in target:
-                    raise _Fallback(f"unresolved $ref {ref!r}")
+                    raise Fallback(f"unresolved $ref {ref!r}")
                 target = target[part]
             name = self.fresh(ref.rsplit("/", 1)[-1])
             self.refs[ref] = name
-            self.rules[name] = _EMPTY
+            self.rules[name] = EMPTY
             self.rules[name] = self.node(target)
-        return _Ref(self.refs[ref])
+        return Ref(self.refs[ref])
 
-    def typed(self, kind: Any, schema: Mapping[str, Any]) -> _Node:
+    def typed(self, kind: Any, schema: Mapping[str, Any]) -> Node:
         if kind == "string":
             return self.string(schema)
         if kind == "integer":
@@ -329,42 +327,40 @@ class _Compiler:
         if kind == "number":
             return self.number(schema)
         if kind == "boolean":
-            return _alt(_Lit("true"), _Lit("false"))
+            return alt(Lit("true"), Lit("false"))
         if kind == "null":
-            return _Lit("null")
+            return Lit("null")
         if kind == "array":
             return self.array(schema)
         if kind == "object":
             return self.object(schema)
-        raise _Fallback(f"type {kind!r}")
+        raise Fallback(f"type {kind!r}")
 
-    def char(self) -> _Ref:
-        return self.shared("char", lambda: _CHAR)
+    def char(self) -> Ref:
+        return self.shared("char", lambda: CHAR)
 
-    def any_string(self) -> _Ref:
-        return self.shared("string", lambda: _seq(_Lit('"'), _rep(self.char(), 0, None), _Lit('"')))
+    def any_string(self) -> Ref:
+        return self.shared("string", lambda: seq(Lit('"'), rep(self.char(), 0, None), Lit('"')))
 
-    def any_value(self) -> _Ref:
-        def build() -> _Node:
-            value, string = _Ref("value"), self.any_string()
-            pair = _seq(string, _Lit(":"), value)
-            obj = _seq(_Lit("{"), _opt(_seq(pair, _rep(_seq(_Lit(","), pair), 0, None))), _Lit("}"))
-            arr = _seq(
-                _Lit("["), _opt(_seq(value, _rep(_seq(_Lit(","), value), 0, None))), _Lit("]")
-            )
+    def any_value(self) -> Ref:
+        def build() -> Node:
+            value, string = Ref("value"), self.any_string()
+            pair = seq(string, Lit(":"), value)
+            obj = seq(Lit("{"), opt(seq(pair, rep(seq(Lit(","), pair), 0, None))), Lit("}"))
+            arr = seq(Lit("["), opt(seq(value, rep(seq(Lit(","), value), 0, None))), Lit("]"))
             number = self.typed("number", {})
-            return _alt(obj, arr, string, number, _Lit("true"), _Lit("false"), _Lit("null"))
+            return alt(obj, arr, string, number, Lit("true"), Lit("false"), Lit("null"))
 
         return self.shared("value", build)
 
-    def string(self, schema: Mapping[str, Any]) -> _Node:
+    def string(self, schema: Mapping[str, Any]) -> Node:
         low, high = int(schema.get("minLength", 0)), schema.get("maxLength")
         high = None if high is None else int(high)
         shaped = [k for k in ("pattern", "format", "contentEncoding") if k in schema]
         if len(shaped) > 1:
-            raise _Fallback(f"string with both {shaped[0]} and {shaped[1]}")
+            raise Fallback(f"string with both {shaped[0]} and {shaped[1]}")
         if "pattern" in schema:
-            body = _pattern(schema["pattern"], low, high, self.char())
+            body = regex_grammar(schema["pattern"], low, high, self.char())
         elif "format" in schema or "contentEncoding" in schema:
             what = str(schema.get("format") or schema.get("contentEncoding"))
             build = (
@@ -373,49 +369,49 @@ class _Compiler:
                 else (_base64 if what == "base64" else None)
             )
             if build is None:
-                raise _Fallback(
+                raise Fallback(
                     f"string {'format' if 'format' in schema else 'contentEncoding'} {what!r}"
                 )
             if low or high is not None:
-                raise _Fallback(f"length bounds on a {what} string")
+                raise Fallback(f"length bounds on a {what} string")
             body = build()
         else:
             if high is not None and high < low:
-                raise _Fallback("maxLength < minLength")
+                raise Fallback("maxLength < minLength")
             if low == 0 and high is None:
                 return self.any_string()
-            body = _rep(self.char(), low, high)
-        return _seq(_Lit('"'), body, _Lit('"'))
+            body = rep(self.char(), low, high)
+        return seq(Lit('"'), body, Lit('"'))
 
-    def key(self, names: Any) -> _Node:
+    def key(self, names: Any) -> Node:
         """A dict's key: a JSON string, held to the ``propertyNames`` schema (which applies to
         the key as a string, so it needs no ``type``)."""
         if names is True or names == {}:
             return self.any_string()
         if not isinstance(names, Mapping) or names.get("type", "string") != "string":
-            raise _Fallback(f"propertyNames {names!r}")
+            raise Fallback(f"propertyNames {names!r}")
         return self.node({**names, "type": "string"})
 
-    def number(self, schema: Mapping[str, Any]) -> _Node:
+    def number(self, schema: Mapping[str, Any]) -> Node:
         low = high = None
         for key, upward in (("minimum", True), ("exclusiveMinimum", True)):
             if key in schema:
-                bound = _float_bound(schema[key], key.startswith("exclusive"), upward)
+                bound = float_bound(schema[key], key.startswith("exclusive"), upward)
                 low = bound if low is None else max(low, bound)
         for key in ("maximum", "exclusiveMaximum"):
             if key in schema:
-                bound = _float_bound(schema[key], key.startswith("exclusive"), False)
+                bound = float_bound(schema[key], key.startswith("exclusive"), False)
                 high = bound if high is None else min(high, bound)
         if "multipleOf" in schema:  # see the module docstring: no server states it either
-            raise _Fallback("multipleOf on a number")
+            raise Fallback("multipleOf on a number")
         if low is None and high is None:
-            return self.shared("number", lambda: _alt(self.integer({}), _float_forms()))
+            return self.shared("number", lambda: alt(self.integer({}), float_forms()))
         if low is not None and high is not None and low > high:
-            raise _Fallback("no number within the bounds")
-        return _number_range(low, high)
+            raise Fallback("no number within the bounds")
+        return number_range(low, high)
 
-    def integer(self, schema: Mapping[str, Any]) -> _Node:
-        low, high = _I64_MIN, _U64_MAX
+    def integer(self, schema: Mapping[str, Any]) -> Node:
+        low, high = I64_MIN, U64_MAX
         if "minimum" in schema:
             low = max(low, math.ceil(schema["minimum"]))
         if "exclusiveMinimum" in schema:
@@ -425,19 +421,19 @@ class _Compiler:
         if "exclusiveMaximum" in schema:
             high = min(high, math.ceil(schema["exclusiveMaximum"]) - 1)
         if low > high:
-            raise _Fallback("no integer within the bounds")
+            raise Fallback("no integer within the bounds")
         if "multipleOf" in schema:
             step = schema["multipleOf"]
             if isinstance(step, bool) or not isinstance(step, (int, float)) or step <= 0:
-                raise _Fallback(f"multipleOf {step!r}")
+                raise Fallback(f"multipleOf {step!r}")
             if step != int(step):  # a fraction: which integers are multiples is a float question
-                raise _Fallback(f"multipleOf {step!r} on an integer")
-            return _multiples(low, high, int(step), self.named)
-        if (low, high) == (_I64_MIN, _U64_MAX):
-            return self.shared("integer", lambda: _int_range(low, high))
-        return _int_range(low, high)
+                raise Fallback(f"multipleOf {step!r} on an integer")
+            return multiples(low, high, int(step), self.named)
+        if (low, high) == (I64_MIN, U64_MAX):
+            return self.shared("integer", lambda: int_range(low, high))
+        return int_range(low, high)
 
-    def array(self, schema: Mapping[str, Any]) -> _Node:
+    def array(self, schema: Mapping[str, Any]) -> Node:
         low, high = int(schema.get("minItems", 0)), schema.get("maxItems")
         high = None if high is None else int(high)
         items = schema.get("items", True)
@@ -445,48 +441,48 @@ class _Compiler:
             prefix = list(schema["prefixItems"])
             closed = high == len(prefix) or items is False
             if not closed or low != len(prefix):
-                raise _Fallback("prefixItems with a variable length")
+                raise Fallback("prefixItems with a variable length")
             inner = [self.node(s) for s in prefix]
-            parts: list[_Node] = [_Lit("[")]
+            parts: list[Node] = [Lit("[")]
             for i, part in enumerate(inner):
-                parts += [_Lit(",")] if i else []
+                parts += [Lit(",")] if i else []
                 parts.append(part)
-            return _seq(*parts, _Lit("]"))
+            return seq(*parts, Lit("]"))
         if high is not None and high < low:
-            raise _Fallback("maxItems < minItems")
+            raise Fallback("maxItems < minItems")
         if items is False or high == 0:
             if low:
-                raise _Fallback("items: false with minItems")
-            return _Lit("[]")
+                raise Fallback("items: false with minItems")
+            return Lit("[]")
         item = self.node(items)
-        return _seq(_Lit("["), _list(item, low, high), _Lit("]"))
+        return seq(Lit("["), _list(item, low, high), Lit("]"))
 
-    def object(self, schema: Mapping[str, Any]) -> _Node:
+    def object(self, schema: Mapping[str, Any]) -> Node:
         props = schema.get("properties") or {}
         extra = schema.get("additionalProperties", not props)
         required = list(schema.get("required", []))
         if set(required) - set(props):
-            raise _Fallback("a required property without a schema")
+            raise Fallback("a required property without a schema")
         if not props:
             if extra is False:
-                return _Lit("{}")
+                return Lit("{}")
             low, high = int(schema.get("minProperties", 0)), schema.get("maxProperties")
             high = None if high is None else int(high)
             if high is not None and high < low:
-                raise _Fallback("maxProperties < minProperties")
-            pair = _seq(self.key(schema.get("propertyNames", True)), _Lit(":"), self.node(extra))
-            return _seq(_Lit("{"), _list(pair, low, high), _Lit("}"))
+                raise Fallback("maxProperties < minProperties")
+            pair = seq(self.key(schema.get("propertyNames", True)), Lit(":"), self.node(extra))
+            return seq(Lit("{"), _list(pair, low, high), Lit("}"))
         if extra not in (False, None) and extra != {} and extra is not True:
-            raise _Fallback("properties with an additionalProperties schema")
+            raise Fallback("properties with an additionalProperties schema")
         if "propertyNames" in schema:
-            raise _Fallback("propertyNames with properties")
+            raise Fallback("propertyNames with properties")
         if "minProperties" in schema or "maxProperties" in schema:
-            raise _Fallback("minProperties/maxProperties with properties")
+            raise Fallback("minProperties/maxProperties with properties")
         pairs = [
-            (_seq(_Lit(msgspec.json.encode(name).decode() + ":"), self.node(sub)), name in required)
+            (seq(Lit(msgspec.json.encode(name).decode() + ":"), self.node(sub)), name in required)
             for name, sub in props.items()
         ]
-        return _seq(_Lit("{"), _properties(pairs, self.named), _Lit("}"))
+        return seq(Lit("{"), _properties(pairs, self.named), Lit("}"))
 
 
 def _json_type(value: Any) -> str:
@@ -503,39 +499,39 @@ def _json_type(value: Any) -> str:
     return "array" if isinstance(value, list) else "object" if isinstance(value, dict) else "?"
 
 
-def _list(item: _Node, low: int, high: int | None) -> _Node:
+def _list(item: Node, low: int, high: int | None) -> Node:
     """``item`` ``low`` to ``high`` times, comma-separated (no brackets)."""
     if high == 0:
-        return _EMPTY
-    more = _rep(_seq(_Lit(","), item), max(low - 1, 0), None if high is None else high - 1)
-    body = _seq(item, more)
-    return body if low else _opt(body)
+        return EMPTY
+    more = rep(seq(Lit(","), item), max(low - 1, 0), None if high is None else high - 1)
+    body = seq(item, more)
+    return body if low else opt(body)
 
 
-def _properties(pairs: list[tuple[_Node, bool]], named: Callable[[_Node], _Ref]) -> _Node:
+def _properties(pairs: list[tuple[Node, bool]], named: Callable[[Node], Ref]) -> Node:
     """Properties in order, required ones always, optional ones each present or absent: after
     the first present one, each is preceded by a comma. With k optional properties before the
     first required one, the grammar branches k ways; past a few, the tails become rules
     (``named``), so the grammar grows linearly, not quadratically."""
     leading = next((i for i, (_, req) in enumerate(pairs) if req), len(pairs))
-    items = [_seq(_Lit(","), kv) if req else _opt(_seq(_Lit(","), kv)) for kv, req in pairs]
+    items = [seq(Lit(","), kv) if req else opt(seq(Lit(","), kv)) for kv, req in pairs]
 
     @functools.cache
-    def rest(i: int) -> _Node:
+    def rest(i: int) -> Node:
         if i >= leading or leading < 3:
-            return _seq(*items[i:])
-        return named(_seq(items[i], rest(i + 1)))
+            return seq(*items[i:])
+        return named(seq(items[i], rest(i + 1)))
 
-    def first(i: int) -> _Node:
+    def first(i: int) -> Node:
         if i == len(pairs):
-            return _EMPTY
+            return EMPTY
         kv, req = pairs[i]
-        here = _seq(kv, rest(i + 1))
-        return here if req else _alt(here, first(i + 1))
+        here = seq(kv, rest(i + 1))
+        return here if req else alt(here, first(i + 1))
 
     return first(0)
 
 
-def _base64() -> _Node:
-    tail = _alt(_seq(_rep(_B64, 2, 2), _Lit("==")), _seq(_rep(_B64, 3, 3), _Lit("=")))
-    return _seq(_rep(_rep(_B64, 4, 4), 0, None), _opt(tail))
+def _base64() -> Node:
+    tail = alt(seq(rep(B64, 2, 2), Lit("==")), seq(rep(B64, 3, 3), Lit("=")))
+    return seq(rep(rep(B64, 4, 4), 0, None), opt(tail))

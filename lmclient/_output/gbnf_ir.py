@@ -9,8 +9,41 @@ import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 
+__all__ = [
+    "DIGIT",
+    "EMPTY",
+    "HEX",
+    "MAX_CP",
+    "MAX_REPEAT",
+    "NONZERO",
+    "Alt",
+    "Cls",
+    "Fallback",
+    "Lit",
+    "Node",
+    "Ref",
+    "Rep",
+    "Seq",
+    "alt",
+    "char_class",
+    "char_span",
+    "chars",
+    "complement",
+    "dedupe",
+    "hoist",
+    "intersect",
+    "longest_bytes",
+    "opt",
+    "reachable",
+    "render",
+    "rep",
+    "seq",
+    "shortest_bytes",
+    "too_many",
+]
 
-class _Fallback(Exception):
+
+class Fallback(Exception):
     """The schema uses something the compiler does not cover; the message says what."""
 
 
@@ -20,112 +53,112 @@ class _Fallback(Exception):
 
 
 @dataclasses.dataclass(frozen=True)
-class _Lit:
+class Lit:
     text: str
 
 
 @dataclasses.dataclass(frozen=True)
-class _Cls:
+class Cls:
     ranges: tuple[tuple[int, int], ...]  # sorted, disjoint, non-adjacent code-point ranges
 
 
 @dataclasses.dataclass(frozen=True)
-class _Seq:
-    items: tuple[_Node, ...]
+class Seq:
+    items: tuple[Node, ...]
 
 
 @dataclasses.dataclass(frozen=True)
-class _Alt:
-    items: tuple[_Node, ...]
+class Alt:
+    items: tuple[Node, ...]
 
 
 @dataclasses.dataclass(frozen=True)
-class _Rep:
-    item: _Node
+class Rep:
+    item: Node
     min: int
     max: int | None
 
 
 @dataclasses.dataclass(frozen=True)
-class _Ref:
+class Ref:
     name: str
 
 
-_Node = _Lit | _Cls | _Seq | _Alt | _Rep | _Ref
-_MAX_CP = 0x10FFFF
-_EMPTY = _Lit("")
+Node = Lit | Cls | Seq | Alt | Rep | Ref
+MAX_CP = 0x10FFFF
+EMPTY = Lit("")
 
 
-def _seq(*items: _Node) -> _Node:
-    flat: list[_Node] = []
+def seq(*items: Node) -> Node:
+    flat: list[Node] = []
     for item in items:
-        for part in item.items if isinstance(item, _Seq) else (item,):
-            if isinstance(part, _Lit) and flat and isinstance(flat[-1], _Lit):
-                flat[-1] = _Lit(flat[-1].text + part.text)
-            elif part != _EMPTY:
+        for part in item.items if isinstance(item, Seq) else (item,):
+            if isinstance(part, Lit) and flat and isinstance(flat[-1], Lit):
+                flat[-1] = Lit(flat[-1].text + part.text)
+            elif part != EMPTY:
                 flat.append(part)
     if not flat:
-        return _EMPTY
-    return flat[0] if len(flat) == 1 else _Seq(tuple(flat))
+        return EMPTY
+    return flat[0] if len(flat) == 1 else Seq(tuple(flat))
 
 
-def _alt(*items: _Node) -> _Node:
-    flat: list[_Node] = []
+def alt(*items: Node) -> Node:
+    flat: list[Node] = []
     for item in items:
-        for part in item.items if isinstance(item, _Alt) else (item,):
+        for part in item.items if isinstance(item, Alt) else (item,):
             if part not in flat:
                 flat.append(part)
     if not flat:
-        raise _Fallback("no value satisfies the schema")
-    if _EMPTY in flat and len(flat) > 1:  # `x | ""` is written `x?`: no empty literals
-        flat.remove(_EMPTY)
-        return _opt(flat[0] if len(flat) == 1 else _Alt(tuple(flat)))
-    return flat[0] if len(flat) == 1 else _Alt(tuple(flat))
+        raise Fallback("no value satisfies the schema")
+    if EMPTY in flat and len(flat) > 1:  # `x | ""` is written `x?`: no empty literals
+        flat.remove(EMPTY)
+        return opt(flat[0] if len(flat) == 1 else Alt(tuple(flat)))
+    return flat[0] if len(flat) == 1 else Alt(tuple(flat))
 
 
-def _rep(item: _Node, low: int, high: int | None) -> _Node:
-    if high == 0 or item == _EMPTY:
-        return _EMPTY
+def rep(item: Node, low: int, high: int | None) -> Node:
+    if high == 0 or item == EMPTY:
+        return EMPTY
     if low == high == 1:
         return item
-    return _Rep(item, low, high)
+    return Rep(item, low, high)
 
 
-def _opt(item: _Node) -> _Node:
-    return _rep(item, 0, 1)
+def opt(item: Node) -> Node:
+    return rep(item, 0, 1)
 
 
-def _cls(ranges: Iterable[tuple[int, int]]) -> _Cls:
+def char_class(ranges: Iterable[tuple[int, int]]) -> Cls:
     merged: list[tuple[int, int]] = []
     for low, high in sorted(ranges):
         if merged and low <= merged[-1][1] + 1:
             merged[-1] = (merged[-1][0], max(high, merged[-1][1]))
         else:
             merged.append((low, high))
-    return _Cls(tuple(merged))
+    return Cls(tuple(merged))
 
 
-def _chars(text: str) -> _Cls:
-    return _cls((ord(c), ord(c)) for c in text)
+def chars(text: str) -> Cls:
+    return char_class((ord(c), ord(c)) for c in text)
 
 
-def _span(low: str, high: str) -> _Cls:
-    return _Cls(((ord(low), ord(high)),))
+def char_span(low: str, high: str) -> Cls:
+    return Cls(((ord(low), ord(high)),))
 
 
-def _complement(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+def complement(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     nxt = 0
     for low, high in ranges:
         if low > nxt:
             out.append((nxt, low - 1))
         nxt = high + 1
-    if nxt <= _MAX_CP:
-        out.append((nxt, _MAX_CP))
+    if nxt <= MAX_CP:
+        out.append((nxt, MAX_CP))
     return out
 
 
-def _intersect(a: Iterable[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def intersect(a: Iterable[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return [
         (max(lo, blo), min(hi, bhi))
         for lo, hi in a
@@ -134,26 +167,26 @@ def _intersect(a: Iterable[tuple[int, int]], b: list[tuple[int, int]]) -> list[t
     ]
 
 
-_DIGIT = _span("0", "9")
-_NONZERO = _span("1", "9")
-_HEX = _cls([(0x30, 0x39), (0x41, 0x46), (0x61, 0x66)])
+DIGIT = char_span("0", "9")
+NONZERO = char_span("1", "9")
+HEX = char_class([(0x30, 0x39), (0x41, 0x46), (0x61, 0x66)])
 
 # --------------------------------------------------------------------------------------------
 # Rules: reachability, deduplication, rendering, lengths
 # --------------------------------------------------------------------------------------------
 
 
-def _refs(node: _Node) -> Iterable[str]:
-    if isinstance(node, _Ref):
+def _refs(node: Node) -> Iterable[str]:
+    if isinstance(node, Ref):
         yield node.name
-    elif isinstance(node, (_Seq, _Alt)):
+    elif isinstance(node, (Seq, Alt)):
         for item in node.items:
             yield from _refs(item)
-    elif isinstance(node, _Rep):
+    elif isinstance(node, Rep):
         yield from _refs(node.item)
 
 
-def _reachable(rules: dict[str, _Node]) -> dict[str, _Node]:
+def reachable(rules: dict[str, Node]) -> dict[str, Node]:
     seen, todo = {"root"}, ["root"]
     while todo:
         for name in _refs(rules[todo.pop()]):
@@ -167,24 +200,24 @@ def _reachable(rules: dict[str, _Node]) -> dict[str, _Node]:
 # `x` reaches 2000 (src/llama-grammar.cpp, MAX_REPETITION_THRESHOLD; a larger max it silently
 # makes unbounded). So a repeated group becomes a rule of its own (one rule inside), and counts
 # stay below the threshold.
-_MAX_REPEAT = 1999
+MAX_REPEAT = 1999
 
 
-def _hoist(rules: dict[str, _Node]) -> dict[str, _Node]:
+def hoist(rules: dict[str, Node]) -> dict[str, Node]:
     """Each group repeated more than once (``(a b){2,5}``, ``(a | b)+``) moved into a rule."""
     out = dict(rules)
     names = iter(f"{base}-{n}" for base in ("item",) for n in range(1, 1 << 30))
 
-    def walk(node: _Node) -> _Node:
-        if isinstance(node, (_Seq, _Alt)):
+    def walk(node: Node) -> Node:
+        if isinstance(node, (Seq, Alt)):
             return type(node)(tuple(walk(i) for i in node.items))
-        if isinstance(node, _Rep):
+        if isinstance(node, Rep):
             item = walk(node.item)
-            if isinstance(item, (_Seq, _Alt)) and max(node.min, node.max or 0) > 1:
+            if isinstance(item, (Seq, Alt)) and max(node.min, node.max or 0) > 1:
                 name = next(n for n in names if n not in out)
                 out[name] = item
-                item = _Ref(name)
-            return _Rep(item, node.min, node.max)
+                item = Ref(name)
+            return Rep(item, node.min, node.max)
         return node
 
     for name, body in rules.items():
@@ -192,33 +225,33 @@ def _hoist(rules: dict[str, _Node]) -> dict[str, _Node]:
     return out
 
 
-def _too_many(rules: Mapping[str, _Node]) -> bool:
-    def count(node: _Node) -> int:
-        if isinstance(node, (_Seq, _Alt)):
+def too_many(rules: Mapping[str, Node]) -> bool:
+    def count(node: Node) -> int:
+        if isinstance(node, (Seq, Alt)):
             return max(count(i) for i in node.items)
-        if isinstance(node, _Rep):
+        if isinstance(node, Rep):
             return max(node.min, node.max or 0, count(node.item))
         return 0
 
-    return any(count(body) > _MAX_REPEAT for body in rules.values())
+    return any(count(body) > MAX_REPEAT for body in rules.values())
 
 
-def _substitute(node: _Node, names: Mapping[str, str]) -> _Node:
-    if isinstance(node, _Ref):
-        return _Ref(names.get(node.name, node.name))
-    if isinstance(node, _Seq):
-        return _Seq(tuple(_substitute(i, names) for i in node.items))
-    if isinstance(node, _Alt):
-        return _Alt(tuple(_substitute(i, names) for i in node.items))
-    if isinstance(node, _Rep):
-        return _Rep(_substitute(node.item, names), node.min, node.max)
+def _substitute(node: Node, names: Mapping[str, str]) -> Node:
+    if isinstance(node, Ref):
+        return Ref(names.get(node.name, node.name))
+    if isinstance(node, Seq):
+        return Seq(tuple(_substitute(i, names) for i in node.items))
+    if isinstance(node, Alt):
+        return Alt(tuple(_substitute(i, names) for i in node.items))
+    if isinstance(node, Rep):
+        return Rep(_substitute(node.item, names), node.min, node.max)
     return node
 
 
-def _dedupe(rules: dict[str, _Node]) -> dict[str, _Node]:
+def dedupe(rules: dict[str, Node]) -> dict[str, Node]:
     """Rules with identical bodies merged into the first (root kept), until none are left."""
     while True:
-        by_body: dict[_Node, str] = {}
+        by_body: dict[Node, str] = {}
         names: dict[str, str] = {}
         for name, body in sorted(rules.items(), key=lambda kv: kv[0] != "root"):
             if body in by_body:
@@ -230,19 +263,19 @@ def _dedupe(rules: dict[str, _Node]) -> dict[str, _Node]:
         rules = {n: _substitute(b, names) for n, b in rules.items() if n not in names}
 
 
-def _render(rules: Mapping[str, _Node]) -> str:
+def render(rules: Mapping[str, Node]) -> str:
     order = sorted(rules, key=lambda name: name != "root")
     return "".join(f"{name} ::= {_expr(rules[name])}\n" for name in order)
 
 
-def _expr(node: _Node, tight: bool = False) -> str:
-    if isinstance(node, _Lit):
+def _expr(node: Node, tight: bool = False) -> str:
+    if isinstance(node, Lit):
         return '"' + "".join(_lit_char(c) for c in node.text) + '"'
-    if isinstance(node, _Cls):
+    if isinstance(node, Cls):
         return _class(node)
-    if isinstance(node, _Ref):
+    if isinstance(node, Ref):
         return node.name
-    if isinstance(node, _Rep):
+    if isinstance(node, Rep):
         suffix = {(0, 1): "?", (0, None): "*", (1, None): "+"}.get((node.min, node.max))
         if suffix is None:
             suffix = (
@@ -251,9 +284,9 @@ def _expr(node: _Node, tight: bool = False) -> str:
                 else f"{{{node.min},{'' if node.max is None else node.max}}}"
             )
         item = _expr(node.item, tight=True)
-        return (f"({item})" if isinstance(node.item, _Rep) else item) + suffix  # no `x{4}*`
-    if isinstance(node, _Seq):
-        text = " ".join(_expr(i, tight=isinstance(i, _Alt)) for i in node.items)
+        return (f"({item})" if isinstance(node.item, Rep) else item) + suffix  # no `x{4}*`
+    if isinstance(node, Seq):
+        text = " ".join(_expr(i, tight=isinstance(i, Alt)) for i in node.items)
         return f"({text})" if tight else text
     text = " | ".join(_expr(i) for i in node.items)
     return f"({text})" if tight else text
@@ -278,9 +311,9 @@ def _class_char(cp: int) -> str:
     return c if c.isascii() and (c.isalnum() or c in " !#$%&'()*+,./:;<=>?@_`{|}~") else _hex(cp)
 
 
-def _class(node: _Cls) -> str:
+def _class(node: Cls) -> str:
     members = list(node.ranges)
-    outside = _complement(members)
+    outside = complement(members)
     negate = bool(outside) and len(outside) <= len(members)
     shown = outside if negate else members
 
@@ -296,19 +329,19 @@ def _utf8_len(cp: int) -> int:
     return 1 if cp < 0x80 else 2 if cp < 0x800 else 3 if cp < 0x10000 else 4
 
 
-def _shortest(rules: Mapping[str, _Node]) -> int:
+def shortest_bytes(rules: Mapping[str, Node]) -> int:
     best: dict[str, float] = dict.fromkeys(rules, math.inf)
 
-    def low(node: _Node) -> float:
-        if isinstance(node, _Lit):
+    def low(node: Node) -> float:
+        if isinstance(node, Lit):
             return len(node.text.encode())
-        if isinstance(node, _Cls):
+        if isinstance(node, Cls):
             return _utf8_len(node.ranges[0][0])
-        if isinstance(node, _Ref):
+        if isinstance(node, Ref):
             return best[node.name]
-        if isinstance(node, _Seq):
+        if isinstance(node, Seq):
             return sum(low(i) for i in node.items)
-        if isinstance(node, _Alt):
+        if isinstance(node, Alt):
             return min(low(i) for i in node.items)
         return node.min * low(node.item) if node.min else 0
 
@@ -322,19 +355,19 @@ def _shortest(rules: Mapping[str, _Node]) -> int:
     return int(best["root"])
 
 
-def _longest(rules: Mapping[str, _Node]) -> int | None:
+def longest_bytes(rules: Mapping[str, Node]) -> int | None:
     memo: dict[str, int | None] = {}
     active: set[str] = set()
 
     class _Unbounded(Exception):
         pass
 
-    def high(node: _Node) -> int:
-        if isinstance(node, _Lit):
+    def high(node: Node) -> int:
+        if isinstance(node, Lit):
             return len(node.text.encode())
-        if isinstance(node, _Cls):
+        if isinstance(node, Cls):
             return _utf8_len(node.ranges[-1][1])
-        if isinstance(node, _Ref):
+        if isinstance(node, Ref):
             if node.name in active:
                 raise _Unbounded
             if node.name not in memo:
@@ -344,9 +377,9 @@ def _longest(rules: Mapping[str, _Node]) -> int | None:
             value = memo[node.name]
             assert value is not None
             return value
-        if isinstance(node, _Seq):
+        if isinstance(node, Seq):
             return sum(high(i) for i in node.items)
-        if isinstance(node, _Alt):
+        if isinstance(node, Alt):
             return max(high(i) for i in node.items)
         item = high(node.item)
         if node.max is None:
@@ -356,6 +389,6 @@ def _longest(rules: Mapping[str, _Node]) -> int | None:
         return node.max * item
 
     try:
-        return high(_Ref("root"))
+        return high(Ref("root"))
     except _Unbounded:
         return None

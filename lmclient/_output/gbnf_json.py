@@ -11,23 +11,40 @@ from collections.abc import Callable
 from typing import Any
 
 from .gbnf_ir import (
-    _DIGIT,
-    _EMPTY,
-    _HEX,
-    _NONZERO,
-    _alt,
-    _chars,
-    _cls,
-    _complement,
-    _Fallback,
-    _Lit,
-    _Node,
-    _opt,
-    _Ref,
-    _rep,
-    _seq,
-    _span,
+    DIGIT,
+    EMPTY,
+    HEX,
+    NONZERO,
+    Fallback,
+    Lit,
+    Node,
+    Ref,
+    alt,
+    char_class,
+    char_span,
+    chars,
+    complement,
+    opt,
+    rep,
+    seq,
 )
+
+__all__ = [
+    "B64",
+    "CHAR",
+    "I64_MIN",
+    "OFFSET",
+    "PARTIAL_TIME",
+    "SHORT_ESCAPES",
+    "U64_MAX",
+    "date",
+    "float_bound",
+    "float_forms",
+    "int_range",
+    "multiples",
+    "number_range",
+]
+
 
 # --------------------------------------------------------------------------------------------
 # JSON pieces
@@ -35,24 +52,24 @@ from .gbnf_ir import (
 
 # One code point of a JSON string: a plain character, a short escape, a \uXXXX escape that is
 # not a surrogate, or a surrogate pair (msgspec rejects a lone surrogate).
-_PLAIN = _cls(_complement([(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)]))
-_HIGH = _seq(_chars("dD"), _chars("89abAB"), _rep(_HEX, 2, 2))
-_LOW = _seq(_chars("dD"), _cls([(0x63, 0x66), (0x43, 0x46)]), _rep(_HEX, 2, 2))
-_BMP = _alt(
-    _seq(
-        _cls([(0x30, 0x39), (0x41, 0x43), (0x45, 0x46), (0x61, 0x63), (0x65, 0x66)]),
-        _rep(_HEX, 3, 3),
+_PLAIN = char_class(complement([(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)]))
+_HIGH = seq(chars("dD"), chars("89abAB"), rep(HEX, 2, 2))
+_LOW = seq(chars("dD"), char_class([(0x63, 0x66), (0x43, 0x46)]), rep(HEX, 2, 2))
+_BMP = alt(
+    seq(
+        char_class([(0x30, 0x39), (0x41, 0x43), (0x45, 0x46), (0x61, 0x63), (0x65, 0x66)]),
+        rep(HEX, 3, 3),
     ),
-    _seq(_chars("dD"), _span("0", "7"), _rep(_HEX, 2, 2)),
+    seq(chars("dD"), char_span("0", "7"), rep(HEX, 2, 2)),
 )
-_CHAR = _alt(
+CHAR = alt(
     _PLAIN,
-    _seq(
-        _Lit("\\"),
-        _alt(_chars('"\\/bfnrt'), _seq(_Lit("u"), _alt(_BMP, _seq(_HIGH, _Lit("\\u"), _LOW)))),
+    seq(
+        Lit("\\"),
+        alt(chars('"\\/bfnrt'), seq(Lit("u"), alt(_BMP, seq(_HIGH, Lit("\\u"), _LOW)))),
     ),
 )
-_SHORT_ESCAPES = {
+SHORT_ESCAPES = {
     0x08: "\\b",
     0x09: "\\t",
     0x0A: "\\n",
@@ -62,35 +79,35 @@ _SHORT_ESCAPES = {
     0x5C: "\\\\",
 }
 
-_I64_MIN, _U64_MAX = -(2**63), 2**64 - 1
+I64_MIN, U64_MAX = -(2**63), 2**64 - 1
 
 
-def _uint_same_length(low: str, high: str) -> _Node:
+def _uint_same_length(low: str, high: str) -> Node:
     """Decimal strings of one length from ``low`` to ``high`` (the digit-range construction)."""
     if not low:
-        return _EMPTY
+        return EMPTY
     if low[0] == high[0]:
-        return _seq(_Lit(low[0]), _uint_same_length(low[1:], high[1:]))
+        return seq(Lit(low[0]), _uint_same_length(low[1:], high[1:]))
     n = len(low) - 1
-    parts: list[_Node] = []
+    parts: list[Node] = []
     first, last = int(low[0]), int(high[0])
     if low[1:] != "0" * n:
-        parts.append(_seq(_Lit(low[0]), _uint_same_length(low[1:], "9" * n)))
+        parts.append(seq(Lit(low[0]), _uint_same_length(low[1:], "9" * n)))
         first += 1
-    tail: _Node | None = None
+    tail: Node | None = None
     if high[1:] != "9" * n:
-        tail = _seq(_Lit(high[0]), _uint_same_length("0" * n, high[1:]))
+        tail = seq(Lit(high[0]), _uint_same_length("0" * n, high[1:]))
         last -= 1
     if first <= last:
-        lead = _Lit(str(first)) if first == last else _span(str(first), str(last))
-        parts.append(_seq(lead, _rep(_DIGIT, n, n)))
+        lead = Lit(str(first)) if first == last else char_span(str(first), str(last))
+        parts.append(seq(lead, rep(DIGIT, n, n)))
     if tail is not None:
         parts.append(tail)
-    return _alt(*parts)
+    return alt(*parts)
 
 
-def _uint_range(low: int, high: int) -> _Node:
-    parts: list[_Node] = []
+def _uint_range(low: int, high: int) -> Node:
+    parts: list[Node] = []
     full: list[int] = []  # a run of lengths n >= 2 taken whole: one `[1-9] [0-9]{a,b}`
     for n in range(len(str(low)), len(str(high)) + 1):
         a, b = max(low, 10 ** (n - 1) if n > 1 else 0), min(high, 10**n - 1)
@@ -98,49 +115,49 @@ def _uint_range(low: int, high: int) -> _Node:
             full.append(n)
             continue
         if full:
-            parts.append(_seq(_NONZERO, _rep(_DIGIT, full[0] - 1, full[-1] - 1)))
+            parts.append(seq(NONZERO, rep(DIGIT, full[0] - 1, full[-1] - 1)))
             full = []
         if a <= b:
             parts.append(_uint_same_length(str(a), str(b)))
     if full:
-        parts.append(_seq(_NONZERO, _rep(_DIGIT, full[0] - 1, full[-1] - 1)))
-    return _alt(*parts)
+        parts.append(seq(NONZERO, rep(DIGIT, full[0] - 1, full[-1] - 1)))
+    return alt(*parts)
 
 
-def _int_range(low: int, high: int) -> _Node:
+def int_range(low: int, high: int) -> Node:
     parts = []
     if low < 0:
-        parts.append(_seq(_Lit("-"), _uint_range(max(1, -high), -low)))
+        parts.append(seq(Lit("-"), _uint_range(max(1, -high), -low)))
     if high >= 0:
         parts.append(_uint_range(max(low, 0), high))
-    return _alt(*parts)
+    return alt(*parts)
 
 
 _MAX_MULTIPLES = 64  # multiples in range written out one by one; beyond, a residue automaton
 _MAX_MODULUS = 16  # residue automata up to this modulus (its rules grow with it); beyond, fall back
 
 
-def _multiples(low: int, high: int, step: int, named: Callable[[_Node], _Ref]) -> _Node:
+def multiples(low: int, high: int, step: int, named: Callable[[Node], Ref]) -> Node:
     """The multiples of ``step`` from ``low`` to ``high``: each written out when few, else the
-    digit-range construction of `_int_range` run in step with the remainder modulo ``step``
+    digit-range construction of `int_range` run in step with the remainder modulo ``step``
     (a finite automaton over the digits: a regular language, one rule per length and
     remainder)."""
     first, last = -(-low // step) * step, high // step * step
     if first > last:
-        raise _Fallback("no multiple of multipleOf within the bounds")
+        raise Fallback("no multiple of multipleOf within the bounds")
     if (last - first) // step < _MAX_MULTIPLES:
-        return _alt(*(_Lit(str(n)) for n in range(first, last + 1, step)))
+        return alt(*(Lit(str(n)) for n in range(first, last + 1, step)))
     if step > _MAX_MODULUS:
-        raise _Fallback(f"multipleOf {step} over a wide range")
+        raise Fallback(f"multipleOf {step} over a wide range")
 
     @functools.cache
-    def free(n: int, need: int) -> _Node | None:
+    def free(n: int, need: int) -> Node | None:
         """``n`` digits (leading zeros allowed) whose value is ``need`` modulo ``step``."""
         if n == 0:
-            return _EMPTY if need == 0 else None
+            return EMPTY if need == 0 else None
         return lead(0, 9, n, need)
 
-    def lead(first: int, last: int, n: int, need: int) -> _Node | None:
+    def lead(first: int, last: int, n: int, need: int) -> Node | None:
         """A digit from ``first`` to ``last``, then ``n - 1`` free digits: ``need`` in all."""
         by_rest: dict[int, list[int]] = {}
         for d in range(first, last + 1):
@@ -149,34 +166,34 @@ def _multiples(low: int, high: int, step: int, named: Callable[[_Node], _Ref]) -
         for rest, digits in by_rest.items():
             tail = free(n - 1, rest)
             if tail is not None:
-                cls = _cls((d + 48, d + 48) for d in digits)
-                head = _Lit(chr(digits[0] + 48)) if len(digits) == 1 else cls
-                parts.append(_seq(head, named(tail) if n > 2 else tail))
-        return _alt(*parts) if parts else None
+                cls = char_class((d + 48, d + 48) for d in digits)
+                head = Lit(chr(digits[0] + 48)) if len(digits) == 1 else cls
+                parts.append(seq(head, named(tail) if n > 2 else tail))
+        return alt(*parts) if parts else None
 
-    def same_length(lo: str, hi: str, need: int) -> _Node | None:
+    def same_length(lo: str, hi: str, need: int) -> Node | None:
         if not lo:
-            return _EMPTY if need == 0 else None
+            return EMPTY if need == 0 else None
         n, p = len(lo), 10 ** (len(lo) - 1)
         if lo[0] == hi[0]:
             rest = same_length(lo[1:], hi[1:], (need - int(lo[0]) * p) % step)
-            return None if rest is None else _seq(_Lit(lo[0]), rest)
-        parts: list[_Node | None] = []
+            return None if rest is None else seq(Lit(lo[0]), rest)
+        parts: list[Node | None] = []
         first, last = int(lo[0]), int(hi[0])
         if lo[1:] != "0" * (n - 1):
             rest = same_length(lo[1:], "9" * (n - 1), (need - first * p) % step)
-            parts.append(None if rest is None else _seq(_Lit(lo[0]), rest))
+            parts.append(None if rest is None else seq(Lit(lo[0]), rest))
             first += 1
         if hi[1:] != "9" * (n - 1):
             rest = same_length("0" * (n - 1), hi[1:], (need - last * p) % step)
-            parts.append(None if rest is None else _seq(_Lit(hi[0]), rest))
+            parts.append(None if rest is None else seq(Lit(hi[0]), rest))
             last -= 1
         if first <= last:
             parts.append(lead(first, last, n, need))
         found = [part for part in parts if part is not None]
-        return _alt(*found) if found else None
+        return alt(*found) if found else None
 
-    def unsigned(a: int, b: int) -> list[_Node]:
+    def unsigned(a: int, b: int) -> list[Node]:
         found = []
         for n in range(len(str(a)), len(str(b)) + 1):
             lo, hi = max(a, 10 ** (n - 1) if n > 1 else 0), min(b, 10**n - 1)
@@ -186,80 +203,78 @@ def _multiples(low: int, high: int, step: int, named: Callable[[_Node], _Ref]) -
 
     parts = unsigned(max(low, 0), high) if high >= 0 else []
     if low < 0:
-        parts += [_seq(_Lit("-"), p) for p in unsigned(max(1, -high), -low)]
-    return _alt(*parts)
+        parts += [seq(Lit("-"), p) for p in unsigned(max(1, -high), -low)]
+    return alt(*parts)
 
 
-def _float_forms() -> _Node:
+def float_forms() -> Node:
     """Floats as msgspec writes them (shortest round-trip), bounded so none overflows."""
-    fixed = _seq(
-        _alt(_Lit("0"), _seq(_NONZERO, _rep(_DIGIT, 0, 16))), _Lit("."), _rep(_DIGIT, 1, 24)
+    fixed = seq(alt(Lit("0"), seq(NONZERO, rep(DIGIT, 0, 16))), Lit("."), rep(DIGIT, 1, 24))
+    exponent = alt(
+        seq(Lit("-"), NONZERO, rep(DIGIT, 0, 2)),
+        seq(NONZERO, rep(DIGIT, 0, 1)),
+        seq(chars("12"), rep(DIGIT, 2, 2)),
+        seq(Lit("30"), char_span("0", "7")),
     )
-    exponent = _alt(
-        _seq(_Lit("-"), _NONZERO, _rep(_DIGIT, 0, 2)),
-        _seq(_NONZERO, _rep(_DIGIT, 0, 1)),
-        _seq(_chars("12"), _rep(_DIGIT, 2, 2)),
-        _seq(_Lit("30"), _span("0", "7")),
-    )
-    scientific = _seq(_NONZERO, _opt(_seq(_Lit("."), _rep(_DIGIT, 1, 16))), _Lit("e"), exponent)
-    return _seq(_opt(_Lit("-")), _alt(fixed, scientific))
+    scientific = seq(NONZERO, opt(seq(Lit("."), rep(DIGIT, 1, 16))), Lit("e"), exponent)
+    return seq(opt(Lit("-")), alt(fixed, scientific))
 
 
-_FIXED_INT_DIGITS, _FIXED_FRACTION, _SCI_FRACTION = 17, 24, 16  # as `_float_forms`
-_EXPONENTS = (-999, 307)  # the decimal exponents `_float_forms` offers (never 0)
+_FIXED_INT_DIGITS, _FIXED_FRACTION, _SCI_FRACTION = 17, 24, 16  # as `float_forms`
+_EXPONENTS = (-999, 307)  # the decimal exponents `float_forms` offers (never 0)
 
 
 def _aligned_digits(
     low: str | None, high: str | None, point: int, fraction: tuple[int, int]
-) -> _Node | None:
+) -> Node | None:
     """Digit strings with ``point`` digits before a ``.`` and ``fraction`` (least, most) after
     it (no ``.`` when none follow), whose digits, read as one number padded with zeros, lie
     from ``low`` to ``high`` (digit strings aligned the same way; ``None``: no bound). The
     digit-range construction of ``_uint_same_length``, over a variable-length fraction."""
     least, most = fraction
 
-    def free(pos: int) -> _Node:
+    def free(pos: int) -> Node:
         if pos < point:
-            return _seq(_rep(_DIGIT, point - pos, point - pos), free(point))
+            return seq(rep(DIGIT, point - pos, point - pos), free(point))
         given = pos - point
-        tail = _rep(_DIGIT, max(least - given, 0), most - given)
+        tail = rep(DIGIT, max(least - given, 0), most - given)
         if given:
             return tail
-        more = _seq(_Lit("."), _rep(_DIGIT, max(least, 1), most))
-        return more if least else _opt(more)
+        more = seq(Lit("."), rep(DIGIT, max(least, 1), most))
+        return more if least else opt(more)
 
     @functools.cache
-    def walk(pos: int, low: str | None, high: str | None) -> _Node | None:
+    def walk(pos: int, low: str | None, high: str | None) -> Node | None:
         if low is not None and not low.strip("0"):
             low = None  # what follows is at least zero anyway
         if low is None and high is None:
             return free(pos)
-        options: list[_Node] = []
+        options: list[Node] = []
         if low is None and pos >= point + least:
-            options.append(_EMPTY)  # the rest all zeros: within both bounds
+            options.append(EMPTY)  # the rest all zeros: within both bounds
         if pos < point + most:
-            lead = _Lit(".") if pos == point else _EMPTY
+            lead = Lit(".") if pos == point else EMPTY
             first = int(low[0]) if low else 0
             last = 9 if high is None else int(high[0]) if high else 0
-            digits: list[_Node] = []
+            digits: list[Node] = []
             if low is not None and high is not None and first == last:
                 rest = walk(pos + 1, low[1:], high[1:] if high else "")
-                digits += [] if rest is None else [_seq(_Lit(str(first)), rest)]
+                digits += [] if rest is None else [seq(Lit(str(first)), rest)]
             else:
                 if low is not None:
                     rest = walk(pos + 1, low[1:], None)
-                    digits += [] if rest is None else [_seq(_Lit(str(first)), rest)]
+                    digits += [] if rest is None else [seq(Lit(str(first)), rest)]
                     first += 1
                 if high is not None:
                     rest = walk(pos + 1, None, high[1:] if high else "")
-                    digits += [] if rest is None else [_seq(_Lit(str(last)), rest)]
+                    digits += [] if rest is None else [seq(Lit(str(last)), rest)]
                     last -= 1
                 if first <= last:
-                    span = _Lit(str(first)) if first == last else _span(str(first), str(last))
-                    digits.append(_seq(span, free(pos + 1)))
+                    span = Lit(str(first)) if first == last else char_span(str(first), str(last))
+                    digits.append(seq(span, free(pos + 1)))
             if digits:
-                options.append(_seq(lead, _alt(*digits)))
-        return _alt(*options) if options else None
+                options.append(seq(lead, alt(*digits)))
+        return alt(*options) if options else None
 
     return walk(0, low, high)
 
@@ -270,10 +285,10 @@ def _digits_of(value: decimal.Decimal, point: int) -> str:
     return whole.zfill(point)[-point:] + fraction.rstrip("0")
 
 
-def _float_range(low: decimal.Decimal, high: decimal.Decimal | None) -> _Node | None:
-    """The non-negative floats of `_float_forms` from ``low`` (``>= 0``) to ``high``."""
+def _float_range(low: decimal.Decimal, high: decimal.Decimal | None) -> Node | None:
+    """The non-negative floats of `float_forms` from ``low`` (``>= 0``) to ``high``."""
     one = decimal.Decimal(1)
-    parts: list[_Node] = []
+    parts: list[Node] = []
     for n in range(1, _FIXED_INT_DIGITS + 1):  # fixed notation, n digits before the point
         start, stop = (one.scaleb(n - 1) if n > 1 else decimal.Decimal(0)), one.scaleb(n)
         if low >= stop or (high is not None and high < start):
@@ -296,32 +311,32 @@ def _float_range(low: decimal.Decimal, high: decimal.Decimal | None) -> _Node | 
         lo = None if low <= start else _digits_of(low.scaleb(-e), 1)
         hi = None if high is None or high >= stop else _digits_of(high.scaleb(-e), 1)
         found = _aligned_digits(lo or "1", hi, 1, (0, _SCI_FRACTION))
-        parts += [] if found is None else [_seq(found, _Lit(f"e{e}"))]
+        parts += [] if found is None else [seq(found, Lit(f"e{e}"))]
     inner = range(bottom if bottom in whole else bottom + 1, (top if top in whole else top - 1) + 1)
     for a, b in ((inner.start, min(inner.stop - 1, -1)), (max(inner.start, 1), inner.stop - 1)):
         if a <= b:
-            mantissa = _seq(_NONZERO, _opt(_seq(_Lit("."), _rep(_DIGIT, 1, _SCI_FRACTION))))
-            parts.append(_seq(mantissa, _Lit("e"), _int_range(a, b)))
-    return _alt(*parts) if parts else None
+            mantissa = seq(NONZERO, opt(seq(Lit("."), rep(DIGIT, 1, _SCI_FRACTION))))
+            parts.append(seq(mantissa, Lit("e"), int_range(a, b)))
+    return alt(*parts) if parts else None
 
 
-def _number_range(low: decimal.Decimal | None, high: decimal.Decimal | None) -> _Node:
-    """Numbers as `number` offers them (integers, `_float_forms`), from ``low`` to ``high``
+def number_range(low: decimal.Decimal | None, high: decimal.Decimal | None) -> Node:
+    """Numbers as `number` offers them (integers, `float_forms`), from ``low`` to ``high``
     (``None``: unbounded): the integers among them, the non-negative floats, and ``-`` before
     the negated negative ones (``-0.0`` included when 0 is in range, as msgspec writes it)."""
-    parts: list[_Node] = []
-    a = _I64_MIN if low is None else max(_I64_MIN, _ceil(low))
-    b = _U64_MAX if high is None else min(_U64_MAX, _floor(high))
+    parts: list[Node] = []
+    a = I64_MIN if low is None else max(I64_MIN, _ceil(low))
+    b = U64_MAX if high is None else min(U64_MAX, _floor(high))
     if a <= b:
-        parts.append(_int_range(a, b))
+        parts.append(int_range(a, b))
     zero = decimal.Decimal(0)
     if high is None or high >= 0:
         found = _float_range(max(low, zero) if low is not None else zero, high)
         parts += [] if found is None else [found]
     if low is None or low <= 0:
         found = _float_range(max(-high, zero) if high is not None else zero, _neg(low))
-        parts += [] if found is None else [_seq(_Lit("-"), found)]
-    return _alt(*parts)
+        parts += [] if found is None else [seq(Lit("-"), found)]
+    return alt(*parts)
 
 
 def _neg(value: decimal.Decimal | None) -> decimal.Decimal | None:
@@ -336,20 +351,20 @@ def _floor(value: decimal.Decimal) -> int:
     return int(value.to_integral_value(rounding=decimal.ROUND_FLOOR))
 
 
-def _float_bound(value: Any, exclusive: bool, upward: bool) -> decimal.Decimal:
+def float_bound(value: Any, exclusive: bool, upward: bool) -> decimal.Decimal:
     """A schema's bound on a ``number`` as the float it admits first: the least double
     ``>= value`` (``>`` when ``exclusive``) for a lower bound, the greatest ``<=``/``<`` for an
     upper one, written as its shortest round-trip decimal. Every decimal on the right side of
     that one rounds to a double on the right side of the bound (rounding is monotonic), so the
     grammar holds exactly what msgspec's float comparison holds."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _Fallback(f"number bound {value!r}")
+        raise Fallback(f"number bound {value!r}")
     try:
         near = float(value)
     except OverflowError:
-        raise _Fallback(f"number bound {value!r} beyond a double") from None
+        raise Fallback(f"number bound {value!r} beyond a double") from None
     if not math.isfinite(near) or abs(near) > 1e300:
-        raise _Fallback(f"number bound {value!r} beyond the grammar's floats")
+        raise Fallback(f"number bound {value!r} beyond the grammar's floats")
     if upward and (near < value or (exclusive and near == value)):
         near = math.nextafter(near, math.inf)
     if not upward and (near > value or (exclusive and near == value)):
@@ -357,43 +372,41 @@ def _float_bound(value: Any, exclusive: bool, upward: bool) -> decimal.Decimal:
     return decimal.Decimal(repr(near))
 
 
-def _date() -> _Node:
-    year = _alt(
-        _seq(_Lit("000"), _NONZERO),
-        _seq(_Lit("00"), _NONZERO, _DIGIT),
-        _seq(_Lit("0"), _NONZERO, _rep(_DIGIT, 2, 2)),
-        _seq(_NONZERO, _rep(_DIGIT, 3, 3)),
+def date() -> Node:
+    year = alt(
+        seq(Lit("000"), NONZERO),
+        seq(Lit("00"), NONZERO, DIGIT),
+        seq(Lit("0"), NONZERO, rep(DIGIT, 2, 2)),
+        seq(NONZERO, rep(DIGIT, 3, 3)),
     )
     # Leap years: the last two digits a non-zero multiple of 4, or "00" after a multiple of 4
     # (0000 is no year).
-    by4 = _alt(
-        _seq(_chars("02468"), _chars("48")),
-        _seq(_chars("13579"), _chars("26")),
-        _seq(_chars("2468"), _Lit("0")),
+    by4 = alt(
+        seq(chars("02468"), chars("48")),
+        seq(chars("13579"), chars("26")),
+        seq(chars("2468"), Lit("0")),
     )
-    centuries = _alt(
-        _seq(_chars("2468"), _chars("048")),
-        _seq(_Lit("0"), _chars("48")),
-        _seq(_chars("13579"), _chars("26")),
+    centuries = alt(
+        seq(chars("2468"), chars("048")),
+        seq(Lit("0"), chars("48")),
+        seq(chars("13579"), chars("26")),
     )
-    leap = _alt(_seq(_DIGIT, _DIGIT, by4), _seq(centuries, _Lit("00")))
-    day28 = _alt(
-        _seq(_Lit("0"), _NONZERO), _seq(_Lit("1"), _DIGIT), _seq(_Lit("2"), _span("0", "8"))
+    leap = alt(seq(DIGIT, DIGIT, by4), seq(centuries, Lit("00")))
+    day28 = alt(seq(Lit("0"), NONZERO), seq(Lit("1"), DIGIT), seq(Lit("2"), char_span("0", "8")))
+    day30 = alt(seq(Lit("0"), NONZERO), seq(chars("12"), DIGIT), Lit("30"))
+    day31 = alt(day30, Lit("31"))
+    month_day = alt(
+        seq(alt(*map(Lit, ("01", "03", "05", "07", "08", "10", "12"))), Lit("-"), day31),
+        seq(alt(*map(Lit, ("04", "06", "09", "11"))), Lit("-"), day30),
+        seq(Lit("02-"), day28),
     )
-    day30 = _alt(_seq(_Lit("0"), _NONZERO), _seq(_chars("12"), _DIGIT), _Lit("30"))
-    day31 = _alt(day30, _Lit("31"))
-    month_day = _alt(
-        _seq(_alt(*map(_Lit, ("01", "03", "05", "07", "08", "10", "12"))), _Lit("-"), day31),
-        _seq(_alt(*map(_Lit, ("04", "06", "09", "11"))), _Lit("-"), day30),
-        _seq(_Lit("02-"), day28),
-    )
-    return _alt(_seq(year, _Lit("-"), month_day), _seq(leap, _Lit("-02-29")))
+    return alt(seq(year, Lit("-"), month_day), seq(leap, Lit("-02-29")))
 
 
-_HOUR = _alt(_seq(_chars("01"), _DIGIT), _seq(_Lit("2"), _span("0", "3")))
-_MINUTE = _seq(_span("0", "5"), _DIGIT)
-_PARTIAL_TIME = _seq(
-    _HOUR, _Lit(":"), _MINUTE, _Lit(":"), _MINUTE, _opt(_seq(_Lit("."), _rep(_DIGIT, 1, 6)))
+_HOUR = alt(seq(chars("01"), DIGIT), seq(Lit("2"), char_span("0", "3")))
+_MINUTE = seq(char_span("0", "5"), DIGIT)
+PARTIAL_TIME = seq(
+    _HOUR, Lit(":"), _MINUTE, Lit(":"), _MINUTE, opt(seq(Lit("."), rep(DIGIT, 1, 6)))
 )
-_OFFSET = _alt(_Lit("Z"), _seq(_chars("+-"), _HOUR, _Lit(":"), _MINUTE))
-_B64 = _cls([(0x2B, 0x2B), (0x2F, 0x39), (0x41, 0x5A), (0x61, 0x7A)])
+OFFSET = alt(Lit("Z"), seq(chars("+-"), _HOUR, Lit(":"), _MINUTE))
+B64 = char_class([(0x2B, 0x2B), (0x2F, 0x39), (0x41, 0x5A), (0x61, 0x7A)])

@@ -8,20 +8,23 @@ from collections.abc import Iterable
 from typing import Any
 
 from .gbnf_ir import (
-    _EMPTY,
-    _MAX_CP,
-    _alt,
-    _chars,
-    _cls,
-    _complement,
-    _Fallback,
-    _intersect,
-    _Lit,
-    _Node,
-    _rep,
-    _seq,
+    EMPTY,
+    MAX_CP,
+    Fallback,
+    Lit,
+    Node,
+    alt,
+    char_class,
+    chars,
+    complement,
+    intersect,
+    rep,
+    seq,
 )
-from .gbnf_json import _SHORT_ESCAPES
+from .gbnf_json import SHORT_ESCAPES
+
+__all__ = ["regex_grammar"]
+
 
 # --------------------------------------------------------------------------------------------
 # Patterns: Python regex (the dialect msgspec checks with) -> the JSON-encoded string's grammar
@@ -36,19 +39,19 @@ def _sre() -> Any:
     return parser
 
 
-def _pattern(pattern: Any, low: int, high: int | None, char: _Node) -> _Node:
+def regex_grammar(pattern: Any, low: int, high: int | None, char: Node) -> Node:
     """A string matching ``pattern`` (searched, as msgspec does), ``low`` to ``high`` code
     points long; ``char`` is any one encoded code point (the unanchored ends)."""
     if not isinstance(pattern, str):
-        raise _Fallback(f"pattern {pattern!r}")
+        raise Fallback(f"pattern {pattern!r}")
     sre = _sre()  # the parser, with the opcode names in its namespace
     try:
         parsed = sre.parse(pattern)
     except re.error as exc:
-        raise _Fallback(f"pattern {pattern!r}: {exc}") from None
+        raise Fallback(f"pattern {pattern!r}: {exc}") from None
     flags = parsed.state.flags & ~(re.UNICODE | re.DOTALL)
     if flags:
-        raise _Fallback(f"pattern {pattern!r} with flags")
+        raise Fallback(f"pattern {pattern!r} with flags")
     items = list(parsed.data)
     at = sre.AT
     starts = (
@@ -65,17 +68,15 @@ def _pattern(pattern: Any, low: int, high: int | None, char: _Node) -> _Node:
     if low > width_low or (high is not None and (unbounded or width_high > high)):
         one = len(items) == 1 and items[0][0] is sre.MAX_REPEAT
         if not (one and starts and ends and items[0][1][2].getwidth() == (1, 1)):
-            raise _Fallback(f"length bounds with pattern {pattern!r}")
+            raise Fallback(f"length bounds with pattern {pattern!r}")
         rep_low, rep_high, sub = items[0][1]
         rep_high = None if rep_high >= sre.MAXREPEAT else rep_high
         top = rep_high if high is None else (high if rep_high is None else min(high, rep_high))
         if top is not None and top < max(low, rep_low):
-            raise _Fallback(f"length bounds exclude pattern {pattern!r}")
-        return _rep(reader.sequence(sub), max(low, rep_low), top)
-    anything = _rep(char, 0, None)
-    return _seq(
-        _EMPTY if starts else anything, reader.sequence(items), _EMPTY if ends else anything
-    )
+            raise Fallback(f"length bounds exclude pattern {pattern!r}")
+        return rep(reader.sequence(sub), max(low, rep_low), top)
+    anything = rep(char, 0, None)
+    return seq(EMPTY if starts else anything, reader.sequence(items), EMPTY if ends else anything)
 
 
 class _RegexReader:
@@ -84,20 +85,20 @@ class _RegexReader:
     def __init__(self, sre: Any, dotall: bool, pattern: str) -> None:
         self.sre, self.dotall, self.pattern = sre, dotall, pattern
 
-    def fail(self, what: str) -> _Fallback:
-        return _Fallback(f"pattern {self.pattern!r}: {what}")
+    def fail(self, what: str) -> Fallback:
+        return Fallback(f"pattern {self.pattern!r}: {what}")
 
-    def sequence(self, items: Iterable[tuple[Any, Any]]) -> _Node:
-        return _seq(*(self.item(op, av) for op, av in items))
+    def sequence(self, items: Iterable[tuple[Any, Any]]) -> Node:
+        return seq(*(self.item(op, av) for op, av in items))
 
-    def item(self, op: Any, av: Any) -> _Node:
+    def item(self, op: Any, av: Any) -> Node:
         sre = self.sre
         if op is sre.LITERAL:
             return self.encode([(av, av)])
         if op is sre.NOT_LITERAL:
-            return self.encode(_complement([(av, av)]))
+            return self.encode(complement([(av, av)]))
         if op is sre.ANY:
-            return self.encode([(0, _MAX_CP)] if self.dotall else _complement([(10, 10)]))
+            return self.encode([(0, MAX_CP)] if self.dotall else complement([(10, 10)]))
         if op is sre.IN:
             return self.encode(self.members(av))
         if op is sre.SUBPATTERN:
@@ -106,10 +107,10 @@ class _RegexReader:
                 raise self.fail("inline flags")
             return self.sequence(sub)
         if op is sre.BRANCH:
-            return _alt(*(self.sequence(branch) for branch in av[1]))
+            return alt(*(self.sequence(branch) for branch in av[1]))
         if op in (sre.MAX_REPEAT, sre.MIN_REPEAT):
             low, high, sub = av
-            return _rep(self.sequence(sub), low, None if high >= sre.MAXREPEAT else high)
+            return rep(self.sequence(sub), low, None if high >= sre.MAXREPEAT else high)
         raise self.fail(f"{op} is not covered")
 
     def members(self, items: list[tuple[Any, Any]]) -> list[tuple[int, int]]:
@@ -125,31 +126,31 @@ class _RegexReader:
                 ranges += _CATEGORIES[av]
             else:  # negated \d \w \s are Unicode-wide in Python: no exact class
                 raise self.fail(f"class member {op} {av}")
-        merged = _cls(ranges).ranges
-        return _complement(merged) if negate else list(merged)
+        merged = char_class(ranges).ranges
+        return complement(merged) if negate else list(merged)
 
-    def encode(self, ranges: Iterable[tuple[int, int]]) -> _Node:
+    def encode(self, ranges: Iterable[tuple[int, int]]) -> Node:
         """The JSON encodings (msgspec's) of the characters in ``ranges``."""
         ranges = list(ranges)
-        plain = _intersect(
-            ranges, _complement([(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0xD800, 0xDFFF)])
+        plain = intersect(
+            ranges, complement([(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0xD800, 0xDFFF)])
         )
         special = {
             cp
-            for lo, hi in _intersect(ranges, [(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)])
+            for lo, hi in intersect(ranges, [(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)])
             for cp in range(lo, hi + 1)
         }
-        escaped: list[_Node] = [
-            _Lit(_SHORT_ESCAPES[cp]) for cp in sorted(special & set(_SHORT_ESCAPES))
+        escaped: list[Node] = [
+            Lit(SHORT_ESCAPES[cp]) for cp in sorted(special & set(SHORT_ESCAPES))
         ]
         for high in (0, 1):  # msgspec writes other controls as lowercase \u00XX
-            low = [cp & 0xF for cp in sorted(special - set(_SHORT_ESCAPES)) if cp >> 4 == high]
+            low = [cp & 0xF for cp in sorted(special - set(SHORT_ESCAPES)) if cp >> 4 == high]
             if low:
-                digits = _chars("".join(f"{d:x}" for d in low))
-                escaped.append(_seq(_Lit(f"\\u00{high}"), digits))
+                digits = chars("".join(f"{d:x}" for d in low))
+                escaped.append(seq(Lit(f"\\u00{high}"), digits))
         if len(plain) == 1 and plain[0][0] == plain[0][1]:
-            return _alt(_Lit(chr(plain[0][0])), *escaped)
-        return _alt(*([_cls(plain)] if plain else []), *escaped)
+            return alt(Lit(chr(plain[0][0])), *escaped)
+        return alt(*([char_class(plain)] if plain else []), *escaped)
 
 
 _CATEGORY_RANGES = {

@@ -41,41 +41,47 @@ from typing import Any, Final, cast
 from urllib.parse import unquote
 
 from .jsonschema_checks import (
+    Invalid,
+    Pointer,
     Validator,
-    _accept,
-    _any_of,
-    _bound,
-    _const,
-    _contains,
-    _dependent_required,
-    _dependent_schemas,
-    _enum,
-    _format_path,
-    _format_pointer,
-    _forward,
-    _if,
-    _integral_float,
-    _Invalid,
-    _items,
-    _length,
-    _multiple_of,
-    _not,
-    _object_fields,
-    _one_of,
-    _pattern,
-    _pattern_fields,
-    _Pointer,
-    _property_names,
-    _reject,
-    _required,
-    _seq,
-    _translate_pattern,
-    _typed_loose,
-    _typed_strict,
-    _unique,
+    accept,
+    check_any_of,
+    check_bound,
+    check_const,
+    check_contains,
+    check_dependent_required,
+    check_dependent_schemas,
+    check_enum,
+    check_if,
+    check_items,
+    check_length,
+    check_multiple_of,
+    check_not,
+    check_object_fields,
+    check_one_of,
+    check_pattern,
+    check_pattern_fields,
+    check_property_names,
+    check_required,
+    check_unique,
+    combine,
+    format_path,
+    format_pointer,
+    forward,
+    integral_float,
+    reject,
+    translate_pattern,
+    typed_loose,
+    typed_strict,
 )
 
-__all__ = ["UNCHECKED_KEYWORDS", "SchemaDefinitionError", "SchemaError", "compile_schema"]
+__all__ = [
+    "UNCHECKED_KEYWORDS",
+    "SchemaCompiler",
+    "SchemaDefinitionError",
+    "SchemaError",
+    "compile_schema",
+]
 
 UNCHECKED_KEYWORDS: Final[frozenset[str]] = frozenset(
     {
@@ -118,7 +124,7 @@ class SchemaDefinitionError(ValueError):
 
 def compile_schema(schema: Mapping[str, Any] | bool) -> Callable[[Any], None]:
     """Compile once; the returned function raises SchemaError on the first violation."""
-    compiler = _Compiler(schema)
+    compiler = SchemaCompiler(schema)
     try:
         root = compiler.compile(schema, ())
     except RecursionError:
@@ -128,30 +134,30 @@ def compile_schema(schema: Mapping[str, Any] | bool) -> Callable[[Any], None]:
     def validate(instance: Any) -> None:
         try:
             root(instance)
-        except _Invalid as exc:
-            raise SchemaError(exc.message, _format_path(reversed(exc.segments))) from None
+        except Invalid as exc:
+            raise SchemaError(exc.message, format_path(reversed(exc.segments))) from None
         except RecursionError:
             raise SchemaError("Value is nested too deeply") from None
 
     return validate
 
 
-class _Compiler:
+class SchemaCompiler:
     """Compiles each subschema once, memoised by JSON pointer so that `$ref` cycles terminate."""
 
     def __init__(self, root: Any) -> None:
         self.root = root
-        self.done: dict[_Pointer, Validator] = {}
-        self.pending: dict[_Pointer, list[Validator]] = {}
+        self.done: dict[Pointer, Validator] = {}
+        self.pending: dict[Pointer, list[Validator]] = {}
         # Edges to subschemas applied to the same instance; a cycle here would never terminate.
-        self.in_place: dict[_Pointer, list[_Pointer]] = {}
+        self.in_place: dict[Pointer, list[Pointer]] = {}
 
-    def compile(self, schema: Any, ptr: _Pointer) -> Validator:
+    def compile(self, schema: Any, ptr: Pointer) -> Validator:
         fn = self.done.get(ptr)
         if fn is not None:
             return fn
         if ptr in self.pending:
-            return _forward(self.pending[ptr])
+            return forward(self.pending[ptr])
         cell: list[Validator] = []
         self.pending[ptr] = cell
         fn = self.build(schema, ptr)
@@ -161,7 +167,7 @@ class _Compiler:
         return fn
 
     def check_cycles(self) -> None:
-        state: dict[_Pointer, bool] = {}  # False while on the DFS stack, True when finished
+        state: dict[Pointer, bool] = {}  # False while on the DFS stack, True when finished
         for start in self.in_place:
             if start in state:
                 continue
@@ -176,21 +182,21 @@ class _Compiler:
                         break
                     if not state[nxt]:
                         raise SchemaDefinitionError(
-                            f"`$ref` cycle at `{_format_pointer(nxt)}` never descends into the"
+                            f"`$ref` cycle at `{format_pointer(nxt)}` never descends into the"
                             " instance, so validation would not terminate"
                         )
                 else:
                     state[node] = True
                     stack.pop()
 
-    def sub(self, schema: Any, ptr: _Pointer, *tokens: str, in_place: bool = False) -> Validator:
+    def sub(self, schema: Any, ptr: Pointer, *tokens: str, in_place: bool = False) -> Validator:
         child = (*ptr, *tokens)
         if in_place:
             self.in_place.setdefault(ptr, []).append(child)
         return self.compile(schema, child)
 
     def subs(
-        self, schema: Mapping[str, Any], key: str, ptr: _Pointer, *, in_place: bool = False
+        self, schema: Mapping[str, Any], key: str, ptr: Pointer, *, in_place: bool = False
     ) -> list[Validator]:
         """Compile a non-empty array of subschemas."""
         value = schema[key]
@@ -198,7 +204,7 @@ class _Compiler:
             raise _error(ptr, f"`{key}` must be a non-empty array of schemas")
         return [self.sub(s, ptr, key, str(i), in_place=in_place) for i, s in enumerate(value)]
 
-    def ref(self, ref: Any, ptr: _Pointer) -> Validator:
+    def ref(self, ref: Any, ptr: Pointer) -> Validator:
         if not isinstance(ref, str) or not ref.startswith("#"):
             raise _error(ptr, f"only local `$ref`s like '#/$defs/Name' are supported, got {ref!r}")
         fragment = unquote(ref[1:])
@@ -222,11 +228,11 @@ class _Compiler:
         self.in_place.setdefault(ptr, []).append(target)
         return self.compile(node, target)
 
-    def build(self, schema: Any, ptr: _Pointer) -> Validator:
+    def build(self, schema: Any, ptr: Pointer) -> Validator:
         if schema is True:
-            return _accept
+            return accept
         if schema is False:
-            return _reject
+            return reject
         if not isinstance(schema, Mapping):
             raise _error(ptr, f"expected a schema (object or boolean), got {schema!r:.80}")
         if ptr and "$id" in schema:
@@ -248,52 +254,52 @@ class _Compiler:
         names = self.type_names(schema, ptr)
         checks: list[Validator] = []
         if names is None:
-            table = {kind: fn for kind, sub in kinds.items() if (fn := _seq(sub)) is not None}
+            table = {kind: fn for kind, sub in kinds.items() if (fn := combine(sub)) is not None}
             if table:
-                checks.append(_typed_loose(table))
+                checks.append(typed_loose(table))
         else:
             table, plain = {}, set()
             for kind in {t for n in names for t in _JSON_TYPES[n]}:
-                fn = _seq(kinds.get(kind, []))
+                fn = combine(kinds.get(kind, []))
                 if fn is None:
                     plain.add(kind)
                 else:
                     table[kind] = fn
             if "integer" in names and "number" not in names:
-                table[float] = _integral_float(names, _seq(kinds[float]))
-            checks.append(_typed_strict(names, frozenset(plain), table))
+                table[float] = integral_float(names, combine(kinds[float]))
+            checks.append(typed_strict(names, frozenset(plain), table))
         checks += self.generic_checks(schema, ptr)
-        return _seq(checks) or _accept
+        return combine(checks) or accept
 
-    def generic_checks(self, schema: Mapping[str, Any], ptr: _Pointer) -> list[Validator]:
+    def generic_checks(self, schema: Mapping[str, Any], ptr: Pointer) -> list[Validator]:
         """Keywords that apply to values of every type."""
         checks: list[Validator] = []
         if "enum" in schema:
             if not isinstance(schema["enum"], (list, tuple)):
                 raise _error(ptr, "`enum` must be an array")
-            checks.append(_enum(list(schema["enum"])))
+            checks.append(check_enum(list(schema["enum"])))
         if "const" in schema:
-            checks.append(_const(schema["const"]))
+            checks.append(check_const(schema["const"]))
         if "$ref" in schema:
             checks.append(self.ref(schema["$ref"], ptr))
         if "allOf" in schema:
             checks += self.subs(schema, "allOf", ptr, in_place=True)
         if "anyOf" in schema:
-            checks.append(_any_of(tuple(self.subs(schema, "anyOf", ptr, in_place=True))))
+            checks.append(check_any_of(tuple(self.subs(schema, "anyOf", ptr, in_place=True))))
         if "oneOf" in schema:
-            checks.append(_one_of(tuple(self.subs(schema, "oneOf", ptr, in_place=True))))
+            checks.append(check_one_of(tuple(self.subs(schema, "oneOf", ptr, in_place=True))))
         if "not" in schema:
-            checks.append(_not(self.sub(schema["not"], ptr, "not", in_place=True)))
+            checks.append(check_not(self.sub(schema["not"], ptr, "not", in_place=True)))
         if "if" in schema:
             branches = [
-                self.sub(schema[k], ptr, k, in_place=True) if k in schema else _accept
+                self.sub(schema[k], ptr, k, in_place=True) if k in schema else accept
                 for k in ("if", "then", "else")
             ]
-            if branches[1] is not _accept or branches[2] is not _accept:
-                checks.append(_if(*branches))
+            if branches[1] is not accept or branches[2] is not accept:
+                checks.append(check_if(*branches))
         return checks
 
-    def object_checks(self, schema: Mapping[str, Any], ptr: _Pointer) -> list[Validator]:
+    def object_checks(self, schema: Mapping[str, Any], ptr: Pointer) -> list[Validator]:
         checks: list[Validator] = []
         required = self.strings(schema, "required", ptr)
         props = {
@@ -304,24 +310,26 @@ class _Compiler:
             (self.regex(pattern, ptr), self.sub(sub, ptr, "patternProperties", pattern))
             for pattern, sub in self.mapping(schema, "patternProperties", ptr).items()
         )
-        extra: Validator | None = _accept
+        extra: Validator | None = accept
         if "additionalProperties" in schema:
             extra = self.sub(schema["additionalProperties"], ptr, "additionalProperties")
-            extra = None if extra is _reject else extra
+            extra = None if extra is reject else extra
         if patterns:
-            checks.append(_pattern_fields(required, props, patterns, extra))
-        elif props or extra is not _accept:
-            checks.append(_object_fields(required, props, extra))
+            checks.append(check_pattern_fields(required, props, patterns, extra))
+        elif props or extra is not accept:
+            checks.append(check_object_fields(required, props, extra))
         elif required:
-            checks.append(_required(required))
+            checks.append(check_required(required))
         if "propertyNames" in schema:
-            checks.append(_property_names(self.sub(schema["propertyNames"], ptr, "propertyNames")))
+            checks.append(
+                check_property_names(self.sub(schema["propertyNames"], ptr, "propertyNames"))
+            )
         low, high = (
             self.count(schema, "minProperties", ptr),
             self.count(schema, "maxProperties", ptr),
         )
         if low is not None or high is not None:
-            checks.append(_length("object", low, high))
+            checks.append(check_length("object", low, high))
         dep_required: dict[str, tuple[str, ...]] = {}
         dep_schemas: dict[str, Validator] = {}
         for name in self.mapping(schema, "dependentRequired", ptr):
@@ -334,12 +342,12 @@ class _Compiler:
             else:
                 dep_schemas[name] = self.sub(dep, ptr, "dependencies", name, in_place=True)
         if dep_required:
-            checks.append(_dependent_required(tuple(dep_required.items())))
+            checks.append(check_dependent_required(tuple(dep_required.items())))
         if dep_schemas:
-            checks.append(_dependent_schemas(tuple(dep_schemas.items())))
+            checks.append(check_dependent_schemas(tuple(dep_schemas.items())))
         return checks
 
-    def array_checks(self, schema: Mapping[str, Any], ptr: _Pointer) -> list[Validator]:
+    def array_checks(self, schema: Mapping[str, Any], ptr: Pointer) -> list[Validator]:
         checks: list[Validator] = []
         prefix_key = "prefixItems"
         rest_key = "items"
@@ -348,35 +356,37 @@ class _Compiler:
                 raise _error(ptr, "`items` must be a schema when `prefixItems` is present")
             prefix_key, rest_key = "items", "additionalItems"
         prefix = tuple(self.subs(schema, prefix_key, ptr)) if prefix_key in schema else ()
-        rest = self.sub(schema[rest_key], ptr, rest_key) if rest_key in schema else _accept
-        forbid_rest = rest is _reject
-        if prefix or forbid_rest or rest is not _accept:
-            checks.append(_items(prefix, None if rest in (_accept, _reject) else rest, forbid_rest))
+        rest = self.sub(schema[rest_key], ptr, rest_key) if rest_key in schema else accept
+        forbid_rest = rest is reject
+        if prefix or forbid_rest or rest is not accept:
+            checks.append(
+                check_items(prefix, None if rest in (accept, reject) else rest, forbid_rest)
+            )
         low, high = self.count(schema, "minItems", ptr), self.count(schema, "maxItems", ptr)
         if low is not None or high is not None:
-            checks.append(_length("array", low, high))
+            checks.append(check_length("array", low, high))
         unique = schema.get("uniqueItems", False)
         if not isinstance(unique, bool):
             raise _error(ptr, "`uniqueItems` must be a boolean")
         if unique:
-            checks.append(_unique)
+            checks.append(check_unique)
         if "contains" in schema:
             low = self.count(schema, "minContains", ptr)
             high = self.count(schema, "maxContains", ptr)
             fn = self.sub(schema["contains"], ptr, "contains")
-            checks.append(_contains(fn, 1 if low is None else low, high))
+            checks.append(check_contains(fn, 1 if low is None else low, high))
         return checks
 
-    def string_checks(self, schema: Mapping[str, Any], ptr: _Pointer) -> list[Validator]:
+    def string_checks(self, schema: Mapping[str, Any], ptr: Pointer) -> list[Validator]:
         checks: list[Validator] = []
         low, high = self.count(schema, "minLength", ptr), self.count(schema, "maxLength", ptr)
         if low is not None or high is not None:
-            checks.append(_length("string", low, high))
+            checks.append(check_length("string", low, high))
         if "pattern" in schema:
-            checks.append(_pattern(self.regex(schema["pattern"], ptr), schema["pattern"]))
+            checks.append(check_pattern(self.regex(schema["pattern"], ptr), schema["pattern"]))
         return checks
 
-    def number_checks(self, schema: Mapping[str, Any], ptr: _Pointer) -> list[Validator]:
+    def number_checks(self, schema: Mapping[str, Any], ptr: Pointer) -> list[Validator]:
         checks: list[Validator] = []
         for key, compare, symbol, strict, strict_symbol in (
             ("minimum", operator.ge, ">=", operator.gt, ">"),
@@ -389,18 +399,18 @@ class _Compiler:
                     compare, symbol = strict, strict_symbol
             elif exclusive_key in schema:
                 limit = self.number(exclusive, exclusive_key, ptr)
-                checks.append(_bound(strict, strict_symbol, limit))
+                checks.append(check_bound(strict, strict_symbol, limit))
             if key in schema:
-                checks.append(_bound(compare, symbol, self.number(schema[key], key, ptr)))
+                checks.append(check_bound(compare, symbol, self.number(schema[key], key, ptr)))
         if "multipleOf" in schema:
             divisor = self.number(schema["multipleOf"], "multipleOf", ptr)
             if divisor <= 0:
                 raise _error(ptr, "`multipleOf` must be greater than 0")
-            checks.append(_multiple_of(divisor))
+            checks.append(check_multiple_of(divisor))
         return checks
 
     @staticmethod
-    def type_names(schema: Mapping[str, Any], ptr: _Pointer) -> tuple[str, ...] | None:
+    def type_names(schema: Mapping[str, Any], ptr: Pointer) -> tuple[str, ...] | None:
         """The `type` keyword as a tuple of names, or None when absent (any type passes)."""
         if "type" not in schema:
             return None
@@ -415,7 +425,7 @@ class _Compiler:
         return tuple(dict.fromkeys(names))
 
     @staticmethod
-    def mapping(schema: Mapping[str, Any], key: str, ptr: _Pointer) -> Mapping[str, Any]:
+    def mapping(schema: Mapping[str, Any], key: str, ptr: Pointer) -> Mapping[str, Any]:
         """An object-valued keyword (properties, $defs, ...), empty when absent."""
         value = schema.get(key, {})
         if not isinstance(value, Mapping):
@@ -423,7 +433,7 @@ class _Compiler:
         return value
 
     @staticmethod
-    def strings(schema: Mapping[str, Any], key: str, ptr: _Pointer) -> tuple[str, ...]:
+    def strings(schema: Mapping[str, Any], key: str, ptr: Pointer) -> tuple[str, ...]:
         """A list of property names (required, dependentRequired), empty when absent."""
         value = schema.get(key, ())
         if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
@@ -431,7 +441,7 @@ class _Compiler:
         return tuple(value)
 
     @staticmethod
-    def count(schema: Mapping[str, Any], key: str, ptr: _Pointer) -> int | None:
+    def count(schema: Mapping[str, Any], key: str, ptr: Pointer) -> int | None:
         """A length limit; integral floats like 2.0 are accepted, as JSON Schema allows."""
         if key not in schema:
             return None
@@ -441,22 +451,22 @@ class _Compiler:
         raise _error(ptr, f"`{key}` must be a non-negative integer")
 
     @staticmethod
-    def number(value: Any, key: str, ptr: _Pointer) -> float:
+    def number(value: Any, key: str, ptr: Pointer) -> float:
         """A numeric limit; booleans and NaN are not numbers here."""
         if type(value) not in (int, float) or value != value:
             raise _error(ptr, f"`{key}` must be a number")
         return cast(float, value)  # int or float, kept exact
 
     @staticmethod
-    def regex(pattern: Any, ptr: _Pointer) -> Callable[[str], object]:
+    def regex(pattern: Any, ptr: Pointer) -> Callable[[str], object]:
         """Compile a regex up front (ECMA-adjusted), so a bad one fails before any request."""
         if not isinstance(pattern, str):
             raise _error(ptr, f"pattern must be a string, got {pattern!r:.80}")
         try:
-            return re.compile(_translate_pattern(pattern), re.ASCII).search
+            return re.compile(translate_pattern(pattern), re.ASCII).search
         except re.error as exc:
             raise _error(ptr, f"invalid regex {pattern!r}: {exc}") from None
 
 
-def _error(ptr: _Pointer, text: str) -> SchemaDefinitionError:
-    return SchemaDefinitionError(f"Invalid schema at `{_format_pointer(ptr)}`: {text}")
+def _error(ptr: Pointer, text: str) -> SchemaDefinitionError:
+    return SchemaDefinitionError(f"Invalid schema at `{format_pointer(ptr)}`: {text}")

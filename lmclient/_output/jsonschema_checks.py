@@ -1,5 +1,5 @@
 """The JSON Schema validator's checks (`lmclient._output.jsonschema`): one small validator per
-keyword (bounds, lengths, patterns, properties, items, combinators), each raising `_Invalid`
+keyword (bounds, lengths, patterns, properties, items, combinators), each raising `Invalid`
 with the message and path `compile_schema` reports; the compiler there puts them together."""
 
 from __future__ import annotations
@@ -10,8 +10,43 @@ from typing import Any, Final
 
 import msgspec
 
+__all__ = [
+    "Invalid",
+    "Pointer",
+    "Validator",
+    "accept",
+    "check_any_of",
+    "check_bound",
+    "check_const",
+    "check_contains",
+    "check_dependent_required",
+    "check_dependent_schemas",
+    "check_enum",
+    "check_if",
+    "check_items",
+    "check_length",
+    "check_multiple_of",
+    "check_not",
+    "check_object_fields",
+    "check_one_of",
+    "check_pattern",
+    "check_pattern_fields",
+    "check_property_names",
+    "check_required",
+    "check_unique",
+    "combine",
+    "format_path",
+    "format_pointer",
+    "forward",
+    "integral_float",
+    "reject",
+    "translate_pattern",
+    "typed_loose",
+    "typed_strict",
+]
+
 Validator = Callable[[Any], None]
-_Pointer = tuple[str, ...]
+Pointer = tuple[str, ...]
 
 _TYPE_NAMES: Final[dict[type, str]] = {
     type(None): "null",
@@ -27,7 +62,7 @@ _ECMA_SPACE: Final = (
 )
 
 
-class _Invalid(Exception):
+class Invalid(Exception):
     """Internal failure; the path is collected innermost-first while unwinding, success is free."""
 
     def __init__(self, message: str, expected: tuple[str, ...] = ()) -> None:
@@ -37,25 +72,25 @@ class _Invalid(Exception):
         self.segments: list[str | int] = []
 
 
-def _accept(value: Any) -> None:
+def accept(value: Any) -> None:
     """The `true` schema."""
 
 
-def _reject(value: Any) -> None:
+def reject(value: Any) -> None:
     """The `false` schema."""
-    raise _Invalid("No value is allowed here (schema is `false`)")
+    raise Invalid("No value is allowed here (schema is `false`)")
 
 
-def _failure(fn: Validator, value: Any) -> _Invalid | None:
+def _failure(fn: Validator, value: Any) -> Invalid | None:
     """Run a check whose failure is an answer (anyOf, not, contains, ...) rather than an error."""
     try:
         fn(value)
-    except _Invalid as exc:
+    except Invalid as exc:
         return exc
     return None
 
 
-def _seq(checks: list[Validator]) -> Validator | None:
+def combine(checks: list[Validator]) -> Validator | None:
     """Run several checks with as few extra calls as possible."""
     if len(checks) <= 1:
         return checks[0] if checks else None
@@ -86,7 +121,7 @@ def _show(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _format_path(segments: Iterable[str | int]) -> str:
+def format_path(segments: Iterable[str | int]) -> str:
     """msgspec-style path: `$`, `$.name`, `$.items[2]`; odd keys are JSON-quoted in brackets."""
     parts = ["$"]
     for seg in segments:
@@ -99,16 +134,16 @@ def _format_path(segments: Iterable[str | int]) -> str:
     return "".join(parts)
 
 
-def _format_pointer(ptr: _Pointer) -> str:
+def format_pointer(ptr: Pointer) -> str:
     return "#" + "".join("/" + t.replace("~", "~0").replace("/", "~1") for t in ptr)
 
 
-def _type_error(expected: tuple[str, ...], value: Any) -> _Invalid:
+def _type_error(expected: tuple[str, ...], value: Any) -> Invalid:
     got = _TYPE_NAMES.get(type(value), type(value).__name__)
-    return _Invalid(f"Expected `{' | '.join(expected)}`, got `{got}`", expected)
+    return Invalid(f"Expected `{' | '.join(expected)}`, got `{got}`", expected)
 
 
-def _no_match(keyword: str, errors: list[_Invalid], value: Any) -> _Invalid:
+def _no_match(keyword: str, errors: list[Invalid], value: Any) -> Invalid:
     """Explain a failed anyOf/oneOf: merged type errors, the one branch past its type check, or all.
 
     Type mismatches of the value itself say little, so the branches that got further win.
@@ -119,13 +154,13 @@ def _no_match(keyword: str, errors: list[_Invalid], value: Any) -> _Invalid:
     if len(deeper) == 1:
         return deeper[0]
     details = "; ".join(
-        f"{e.message} (at `{_format_path(reversed(e.segments))}`)" if e.segments else e.message
+        f"{e.message} (at `{format_path(reversed(e.segments))}`)" if e.segments else e.message
         for e in deeper
     )
-    return _Invalid(f"Value matches none of the `{keyword}` subschemas: {details}")
+    return Invalid(f"Value matches none of the `{keyword}` subschemas: {details}")
 
 
-def _translate_pattern(pattern: str) -> str:
+def translate_pattern(pattern: str) -> str:
     """Rewrite ECMA-262 constructs Python's `re` reads more loosely, so `pattern` fails closed."""
     out: list[str] = []
     in_class = False
@@ -162,26 +197,26 @@ def _translate_pattern(pattern: str) -> str:
     return "".join(out)
 
 
-def _length(kind: str, low: int | None, high: int | None) -> Validator:
+def check_length(kind: str, low: int | None, high: int | None) -> Validator:
     """minLength/maxLength, minItems/maxItems and minProperties/maxProperties."""
 
     def check(value: Any) -> None:
         size = len(value)
         if low is not None and size < low:
-            raise _Invalid(f"Expected `{kind}` of length >= {low}")
+            raise Invalid(f"Expected `{kind}` of length >= {low}")
         if high is not None and size > high:
-            raise _Invalid(f"Expected `{kind}` of length <= {high}")
+            raise Invalid(f"Expected `{kind}` of length <= {high}")
 
     return check
 
 
-def _bound(compare: Callable[[Any, Any], bool], symbol: str, limit: float) -> Validator:
+def check_bound(compare: Callable[[Any, Any], bool], symbol: str, limit: float) -> Validator:
     """minimum, maximum, exclusiveMinimum and exclusiveMaximum."""
     message = f"Expected `number` {symbol} {limit}"
 
     def check(value: Any) -> None:
         if not compare(value, limit):
-            raise _Invalid(message)
+            raise Invalid(message)
 
     return check
 
@@ -191,7 +226,7 @@ def _exact(number: float) -> Fraction:
     return Fraction(repr(number)) if type(number) is float else Fraction(number)
 
 
-def _multiple_of(divisor: float) -> Validator:
+def check_multiple_of(divisor: float) -> Validator:
     message = f"Expected `number` that's a multiple of {divisor}"
     exact = _exact(divisor)
     int_divisor = type(divisor) is int
@@ -199,24 +234,24 @@ def _multiple_of(divisor: float) -> Validator:
     def check(value: Any) -> None:
         if int_divisor and type(value) is int:
             if value % divisor:
-                raise _Invalid(message)
+                raise Invalid(message)
         elif (_exact(value) / exact).denominator != 1:
-            raise _Invalid(message)
+            raise Invalid(message)
 
     return check
 
 
-def _unique(value: Any) -> None:
+def check_unique(value: Any) -> None:
     seen: dict[Any, int] = {}
     for index, item in enumerate(value):
         first = seen.setdefault(_key(item), index)
         if first != index:
-            raise _Invalid(
+            raise Invalid(
                 f"Expected `array` of unique items, but [{first}] and [{index}] are equal"
             )
 
 
-def _object_fields(
+def check_object_fields(
     required: tuple[str, ...], props: dict[str, Validator], extra: Validator | None
 ) -> Validator:
     """required + properties + additionalProperties (None = forbidden) in one pass over the keys."""
@@ -224,7 +259,7 @@ def _object_fields(
     def check(value: Any) -> None:
         for name in required:
             if name not in value:
-                raise _Invalid(f"Object missing required field `{name}`")
+                raise Invalid(f"Object missing required field `{name}`")
         key = ""
         try:
             for key, item in value.items():
@@ -234,26 +269,27 @@ def _object_fields(
                 fn(item)
             else:
                 return
-        except _Invalid as exc:
+        except Invalid as exc:
             exc.segments.append(key)
             raise
-        raise _Invalid(f"Object contains unknown field `{key}`")
+        raise Invalid(f"Object contains unknown field `{key}`")
 
     return check
 
 
-def _pattern_fields(
+def check_pattern_fields(
     required: tuple[str, ...],
     props: dict[str, Validator],
     patterns: tuple[tuple[Callable[[str], object], Validator], ...],
     extra: Validator | None,
 ) -> Validator:
-    """As `_object_fields`, plus patternProperties (additionalProperties skips matched keys)."""
+    """As `check_object_fields`, plus patternProperties (additionalProperties skips matched
+    keys)."""
 
     def check(value: Any) -> None:
         for name in required:
             if name not in value:
-                raise _Invalid(f"Object missing required field `{name}`")
+                raise Invalid(f"Object missing required field `{name}`")
         key = ""
         unknown = False
         try:
@@ -271,46 +307,46 @@ def _pattern_fields(
                         unknown = True
                         break
                     extra(item)
-        except _Invalid as exc:
+        except Invalid as exc:
             exc.segments.append(key)
             raise
         if unknown:
-            raise _Invalid(f"Object contains unknown field `{key}`")
+            raise Invalid(f"Object contains unknown field `{key}`")
 
     return check
 
 
-def _required(required: tuple[str, ...]) -> Validator:
+def check_required(required: tuple[str, ...]) -> Validator:
     def check(value: Any) -> None:
         for name in required:
             if name not in value:
-                raise _Invalid(f"Object missing required field `{name}`")
+                raise Invalid(f"Object missing required field `{name}`")
 
     return check
 
 
-def _property_names(fn: Validator) -> Validator:
+def check_property_names(fn: Validator) -> Validator:
     def check(value: Any) -> None:
         for key in value:
             exc = _failure(fn, key)
             if exc is not None:
-                raise _Invalid(f"Invalid property name `{key}`: {exc.message}")
+                raise Invalid(f"Invalid property name `{key}`: {exc.message}")
 
     return check
 
 
-def _dependent_required(deps: tuple[tuple[str, tuple[str, ...]], ...]) -> Validator:
+def check_dependent_required(deps: tuple[tuple[str, tuple[str, ...]], ...]) -> Validator:
     def check(value: Any) -> None:
         for name, needed in deps:
             if name in value:
                 for other in needed:
                     if other not in value:
-                        raise _Invalid(f"Object has field `{name}` but is missing field `{other}`")
+                        raise Invalid(f"Object has field `{name}` but is missing field `{other}`")
 
     return check
 
 
-def _dependent_schemas(deps: tuple[tuple[str, Validator], ...]) -> Validator:
+def check_dependent_schemas(deps: tuple[tuple[str, Validator], ...]) -> Validator:
     def check(value: Any) -> None:
         for name, fn in deps:
             if name in value:
@@ -319,13 +355,15 @@ def _dependent_schemas(deps: tuple[tuple[str, Validator], ...]) -> Validator:
     return check
 
 
-def _items(prefix: tuple[Validator, ...], rest: Validator | None, forbid_rest: bool) -> Validator:
+def check_items(
+    prefix: tuple[Validator, ...], rest: Validator | None, forbid_rest: bool
+) -> Validator:
     """prefixItems + items (or the old array form of items + additionalItems)."""
     count = len(prefix)
 
     def check(value: Any) -> None:
         if forbid_rest and len(value) > count:
-            raise _Invalid(f"Expected `array` of length <= {count}")
+            raise Invalid(f"Expected `array` of length <= {count}")
         index = 0
         try:
             for index, (fn, item) in enumerate(zip(prefix, value, strict=False)):  # noqa: B007
@@ -333,14 +371,14 @@ def _items(prefix: tuple[Validator, ...], rest: Validator | None, forbid_rest: b
             if rest is not None:
                 for index in range(count, len(value)):
                     rest(value[index])
-        except _Invalid as exc:
+        except Invalid as exc:
             exc.segments.append(index)
             raise
 
     return check
 
 
-def _contains(fn: Validator, low: int, high: int | None) -> Validator:
+def check_contains(fn: Validator, low: int, high: int | None) -> Validator:
     def check(value: Any) -> None:
         found = 0
         for item in value:
@@ -350,46 +388,46 @@ def _contains(fn: Validator, low: int, high: int | None) -> Validator:
             if high is None and found >= low:
                 return
         if found < low:
-            raise _Invalid(f"Expected `array` with at least {low} item(s) matching `contains`")
+            raise Invalid(f"Expected `array` with at least {low} item(s) matching `contains`")
         if high is not None and found > high:
-            raise _Invalid(f"Expected `array` with at most {high} item(s) matching `contains`")
+            raise Invalid(f"Expected `array` with at most {high} item(s) matching `contains`")
 
     return check
 
 
-def _pattern(search: Callable[[str], object], pattern: str) -> Validator:
+def check_pattern(search: Callable[[str], object], pattern: str) -> Validator:
     message = f"Expected `string` matching regex {pattern!r}"
 
     def check(value: Any) -> None:
         if not search(value):
-            raise _Invalid(message)
+            raise Invalid(message)
 
     return check
 
 
-def _enum(options: list[Any]) -> Validator:
+def check_enum(options: list[Any]) -> Validator:
     keys = frozenset(map(_key, options))
     allowed = _show(options)
 
     def check(value: Any) -> None:
         if _key(value) not in keys:
-            raise _Invalid(f"Invalid enum value {_show(value)}; expected one of {allowed}")
+            raise Invalid(f"Invalid enum value {_show(value)}; expected one of {allowed}")
 
     return check
 
 
-def _const(expected: Any) -> Validator:
+def check_const(expected: Any) -> Validator:
     key = _key(expected)
     shown = _show(expected)
 
     def check(value: Any) -> None:
         if _key(value) != key:
-            raise _Invalid(f"Expected {shown}, got {_show(value)}")
+            raise Invalid(f"Expected {shown}, got {_show(value)}")
 
     return check
 
 
-def _any_of(subs: tuple[Validator, ...]) -> Validator:
+def check_any_of(subs: tuple[Validator, ...]) -> Validator:
     def check(value: Any) -> None:
         errors = []
         for fn in subs:
@@ -402,7 +440,7 @@ def _any_of(subs: tuple[Validator, ...]) -> Validator:
     return check
 
 
-def _one_of(subs: tuple[Validator, ...]) -> Validator:
+def check_one_of(subs: tuple[Validator, ...]) -> Validator:
     def check(value: Any) -> None:
         errors = []
         matched: list[int] = []
@@ -414,7 +452,7 @@ def _one_of(subs: tuple[Validator, ...]) -> Validator:
                 matched.append(index)
                 if len(matched) > 1:
                     first, second = matched
-                    raise _Invalid(
+                    raise Invalid(
                         f"Value matches more than one `oneOf` subschema ([{first}] and [{second}])"
                     )
         if not matched:
@@ -423,22 +461,22 @@ def _one_of(subs: tuple[Validator, ...]) -> Validator:
     return check
 
 
-def _not(fn: Validator) -> Validator:
+def check_not(fn: Validator) -> Validator:
     def check(value: Any) -> None:
         if _failure(fn, value) is None:
-            raise _Invalid("Value must not match the `not` subschema")
+            raise Invalid("Value must not match the `not` subschema")
 
     return check
 
 
-def _if(condition: Validator, then: Validator, otherwise: Validator) -> Validator:
+def check_if(condition: Validator, then: Validator, otherwise: Validator) -> Validator:
     def check(value: Any) -> None:
         (then if _failure(condition, value) is None else otherwise)(value)
 
     return check
 
 
-def _forward(cell: list[Validator]) -> Validator:
+def forward(cell: list[Validator]) -> Validator:
     """A `$ref` to a schema still being compiled; `cell` is filled once it is done."""
 
     def check(value: Any) -> None:
@@ -447,7 +485,7 @@ def _forward(cell: list[Validator]) -> Validator:
     return check
 
 
-def _typed_loose(table: dict[type, Validator]) -> Validator:
+def typed_loose(table: dict[type, Validator]) -> Validator:
     """Type-specific keywords without a `type` keyword: other types pass."""
 
     def check(value: Any) -> None:
@@ -458,7 +496,7 @@ def _typed_loose(table: dict[type, Validator]) -> Validator:
     return check
 
 
-def _typed_strict(
+def typed_strict(
     names: tuple[str, ...], plain: frozenset[type], table: dict[type, Validator]
 ) -> Validator:
     """`type` plus type-specific keywords in one dispatch on the value's exact Python type.
@@ -478,7 +516,7 @@ def _typed_strict(
     return check
 
 
-def _integral_float(names: tuple[str, ...], then: Validator | None) -> Validator:
+def integral_float(names: tuple[str, ...], then: Validator | None) -> Validator:
     """A float is an `integer` when it has no fractional part (JSON Schema's definition)."""
 
     def check(value: Any) -> None:

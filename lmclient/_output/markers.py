@@ -8,12 +8,9 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from .patterns import gbnf_alternation
-
-if TYPE_CHECKING:
-    from .types import OutputSpec
 
 __all__ = ["Choice", "Grammar", "JsonSchema", "Regex"]
 
@@ -69,14 +66,13 @@ class JsonSchema:
     plain JSON values checked against the schema on the client (see
     `lmclient._output.jsonschema`)."""
 
-    __slots__ = ("_spec", "schema", "type")
+    __slots__ = ("schema", "type")
 
     def __init__(self, schema: Mapping[str, Any], type: Any = None) -> None:
         if not isinstance(schema, Mapping):
             raise TypeError("JsonSchema(schema) needs a mapping")
         self.schema: dict[str, Any] = dict(schema)
         self.type = type
-        self._spec: OutputSpec[Any] | None = None  # compiled on first use, by `compile_output`
 
     def __repr__(self) -> str:
         return f"JsonSchema({self.schema!r}{'' if self.type is None else f', type={self.type!r}'})"

@@ -134,38 +134,33 @@ class _Wrapped(msgspec.Struct):
 
 
 def compile_output(output_type: Any) -> OutputSpec[Any]:
-    """The (cached) spec of an output type; raises TypeError for a type lmclient cannot use."""
-    if isinstance(output_type, JsonSchema):
-        if output_type._spec is None:
-            output_type._spec = _json_schema_spec(output_type)
-        return output_type._spec
+    """The spec of an output type, compiled once: lmclient's one type → spec cache (`_SPECS`),
+    which every other user of specs (`Plans`, tools, the fake, the CLI) reads through here.
+    Raises TypeError for a type lmclient cannot use.
+
+    A class, and a `JsonSchema` (its schema is a mutable dict), are equal only to themselves:
+    each is its own key, and has no ``__args__`` to look for. A typing form is keyed by equality
+    and by its arguments in order: ``Literal["b", "a"] == Literal["a", "b"]``, but the order of
+    the options is the user's and goes on the wire."""
+    key: Any
+    if isinstance(output_type, (type, JsonSchema)):
+        key = output_type
+    else:
+        key = (output_type, getattr(output_type, "__args__", None))
     try:
-        if isinstance(output_type, type):  # a class, the usual output type: one look-up
-            spec = _CLASS_SPECS.get(output_type)
-            if spec is not None:
-                return spec
-            if _is_class(output_type):
-                if len(_CLASS_SPECS) >= 1024:  # bounded: classes made anew on every call
-                    _CLASS_SPECS.clear()
-                spec = _CLASS_SPECS[output_type] = _compile_cached(output_type, None)
-                return spec
-        # The args are part of the key: Literal["b", "a"] == Literal["a", "b"], but the order of
-        # the options is the user's and goes on the wire. A class is its own key (equal only to
-        # itself), and looking for its absent __args__ would cost an AttributeError on every call.
-        args = None if isinstance(output_type, type) else getattr(output_type, "__args__", None)
-        return _compile_cached(output_type, args)
-    except TypeError as exc:
-        if "unhashable" in str(exc):
-            return _compile(output_type)
-        raise
+        spec = _SPECS.get(key)
+    except TypeError:  # unhashable (an ``Annotated`` with a dict in it): compiled each time
+        return _compile(output_type)
+    if spec is None:
+        spec = _compile(output_type)
+        if len(_SPECS) >= _SPECS_BOUND:  # bounded: types made anew on every call
+            _SPECS.clear()
+        _SPECS[key] = spec
+    return spec
 
 
-_CLASS_SPECS: dict[type, OutputSpec[Any]] = {}  # a class is equal only to itself
-
-
-@functools.lru_cache(maxsize=1024)
-def _compile_cached(output_type: Any, args: Any) -> OutputSpec[Any]:
-    return _compile(output_type)
+_SPECS: dict[Any, OutputSpec[Any]] = {}
+_SPECS_BOUND = 1024
 
 
 def _compile(tp: Any) -> OutputSpec[Any]:
@@ -175,6 +170,8 @@ def _compile(tp: Any) -> OutputSpec[Any]:
         return OutputSpec(
             tp, "any", "output", decode=_plain_json(tp), schema={}, decode_json=_plain_json(tp)
         )
+    if isinstance(tp, JsonSchema):
+        return _json_schema_spec(tp)
     if isinstance(tp, Regex):
         return _regex_spec(tp)
     if isinstance(tp, Grammar):

@@ -1,9 +1,9 @@
 """lmclient's own transports: send one prepared request, return status, headers and body.
 
-Why not httpx's: measured on a 2-core machine (benchmarks/), ``httpx.Client``'s layers (request
-building, cookies, auth, redirects) are ~40 % of a thin client's CPU per call, httpx's transport
-called directly still costs ~7x a raw socket, and ``httpx.AsyncClient``'s pool scans every
-connection on every request, so async throughput falls as concurrency grows. An LLM client sends
+Why not httpx's: ``httpx.Client``'s layers (request building, cookies, auth, redirects) and its
+transport's general HTTP model do work on every call that an LLM client never needs, and
+``httpx.AsyncClient``'s pool scans every connection on every request, so async throughput falls
+as concurrency grows (docs/performance.md has the comparison). An LLM client sends
 the same request head to the same server again and again, so the transports here:
 
 * speak HTTP/1.1 themselves (`lmclient._wire.http11`, sans I/O): the request head depends only on

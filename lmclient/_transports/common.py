@@ -28,6 +28,36 @@ from lmclient._wire.http11 import (
 if TYPE_CHECKING:
     import ssl
 
+__all__ = [
+    "DEFAULT_LIMITS",
+    "READ_SIZE",
+    "STREAM_HIGH_WATER",
+    "AsyncStreamResponse",
+    "Limiter",
+    "Pool",
+    "RawResponse",
+    "RespxMocks",
+    "StaleConnection",
+    "StreamResponse",
+    "Target",
+    "Targets",
+    "araw_chunks",
+    "check_uds",
+    "closed_error",
+    "header_dict",
+    "httpx_error",
+    "httpx_request",
+    "io_error",
+    "or_none",
+    "own_client",
+    "per_process",
+    "raw_chunks",
+    "raw_response",
+    "readability",
+    "remaining",
+    "ssl_context",
+]
+
 MAX_IDLE_CONNECTIONS = 100  # per origin; more concurrent calls than this open (and close) more
 KEEPALIVE_EXPIRY = 4.0  # below uvicorn's 5 s (vLLM, SGLang), so the server rarely closes first
 READ_SIZE = 256 * 1024
@@ -44,7 +74,8 @@ class RawResponse(NamedTuple):
     body: bytes
 
 
-# Builds a RawResponse without the NamedTuple's Python-level __new__: one per call.
+# Builds a RawResponse from the tuple a transport has made itself: its three fields need none of
+# the NamedTuple's Python-level __new__ (defaults, keywords), and one is built for every call.
 raw_response: Callable[[tuple[int, Mapping[str, str], bytes]], RawResponse] = functools.partial(
     tuple.__new__, RawResponse
 )

@@ -305,11 +305,14 @@ def _schema_fields(marker: JsonSchema) -> Fields:
     its subschema, another key by the ``patternProperties`` it matches, else by
     ``additionalProperties`` (a key it forbids is left out). Keywords about the object as a
     whole (``required``, ``allOf``, ...) are checked at the end."""
-    from lmclient._output.jsonschema import _Compiler, compile_schema  # only for JsonSchema outputs
+    from lmclient._output.jsonschema import (  # only for JsonSchema outputs
+        SchemaCompiler,
+        compile_schema,
+    )
 
     schema = marker.schema
     compile_schema(schema)  # raises SchemaDefinitionError as the final decoder would
-    compiler = _Compiler(schema)
+    compiler = SchemaCompiler(schema)
     named: dict[str, tuple[str, Decode]] = {
         key: (key, _schema_field(key, compiler.compile(sub, ("properties", key)), marker))
         for key, sub in schema.get("properties", {}).items()
@@ -348,13 +351,13 @@ def _schema_fields(marker: JsonSchema) -> Fields:
 
 def _schema_field_check(check: Callable[[Any], None]) -> Callable[[Any], str | None]:
     """A compiled subschema as a function returning the failure's message, or None."""
-    from lmclient._output.jsonschema_checks import _format_path, _Invalid
+    from lmclient._output.jsonschema_checks import Invalid, format_path
 
     def run(value: Any) -> str | None:
         try:
             check(value)
-        except _Invalid as exc:
-            return f"{exc.message} - at `{_format_path(reversed(exc.segments))}`"
+        except Invalid as exc:
+            return f"{exc.message} - at `{format_path(reversed(exc.segments))}`"
         except RecursionError:
             return "Value is nested too deeply"
         return None

@@ -34,6 +34,7 @@ __all__ = [
     "VllmMetrics",
     "WireFunction",
     "WireToolCall",
+    "add_usage",
 ]
 
 # The largest token count a server may report: JSON's largest exact integer (RFC 8259 §6), far

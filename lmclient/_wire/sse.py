@@ -19,7 +19,7 @@ import functools
 import re
 from typing import NamedTuple
 
-__all__ = ["ArrayItems", "SSEDecoder", "ServerSentEvent"]
+__all__ = ["ArrayItems", "SSEDecoder", "ServerSentEvent", "closing_text"]
 
 
 class ServerSentEvent(NamedTuple):

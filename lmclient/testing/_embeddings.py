@@ -1,6 +1,7 @@
-"""The fake's ``POST /v1/embeddings`` and ``POST /tokenize``, as the imitated server has them
-(the endpoint table is the client's, `lmclient._embeddings.ENDPOINTS`): deterministic vectors
-and token ids computed from the text, so that a test can compare answers across calls."""
+"""The fake's embedding and token routes: ``POST /v1/embeddings`` and ``POST /tokenize``, as the
+imitated server has them (the endpoint table is the client's, `lmclient._embeddings.ENDPOINTS`),
+with deterministic vectors and token ids computed from the text, so that a test can compare
+answers across calls."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """Exceptions of the fake: both become an HTTP 400 answer, as a real server would give."""
 
+__all__ = ["ConstraintError", "UnsatisfiableError"]
+
 
 class ConstraintError(ValueError):
     """A request carries a constraint field the fake cannot read (wrong type, bad JSON)."""

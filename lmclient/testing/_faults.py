@@ -18,7 +18,16 @@ from ._recording import RecordedRequest
 from ._script import When, matches
 from ._wire import FakeResponse, Pause, StreamDropped, error_event
 
-__all__ = ["FAULTS", "MARK", "STREAM_ONLY", "Fault", "FaultKind", "seconds_text", "shape"]
+__all__ = [
+    "FAULTS",
+    "MARK",
+    "STREAM_ONLY",
+    "Fault",
+    "FaultKind",
+    "seconds_text",
+    "shape",
+    "status_body",
+]
 
 FaultKind = Literal[
     "status",

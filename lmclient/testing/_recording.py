@@ -10,7 +10,7 @@ from ._constraints import Constraint, read_constraint
 if TYPE_CHECKING:
     from lmclient import Media
 
-__all__ = ["Endpoint", "RecordedRequest"]
+__all__ = ["Endpoint", "RecordedRequest", "message_text"]
 
 Endpoint = Literal["chat", "completions", "models", "embeddings", "tokenize", "scoring", "other"]
 

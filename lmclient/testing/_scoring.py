@@ -1,4 +1,4 @@
-"""The fake's scoring routes — ``/rerank``, ``/score``, ``/classify`` — as the imitated server
+"""The fake's scoring routes: ``/rerank``, ``/score``, ``/classify``, as the imitated server
 has them (the table is the client's, `lmclient._scoring.SCORING`): at its paths, in its answer
 shapes, 404 where it has none. A query and a document score by the words they share, so that a
 test knows which order to expect."""

@@ -1,5 +1,5 @@
-"""Scripted answers and the requests they apply to (the queue that orders them, with the
-faults: `_queue.py`)."""
+"""Scripted answers: each reply and the requests it applies to (the queue that orders them,
+with the faults, is `_queue.py`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any, Literal, Union
 
 from ._recording import RecordedRequest
 
-__all__ = ["Match", "Reply", "StreamStyle", "When", "matches"]
+__all__ = ["UNSET", "Match", "Reply", "StreamStyle", "When", "matches"]
 
 
 class _Unset:

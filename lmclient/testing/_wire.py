@@ -11,8 +11,10 @@ import msgspec
 from ._script import StreamStyle
 
 __all__ = [
+    "JSON_HEADERS",
     "Answer",
     "FakeResponse",
+    "Kind",
     "Pause",
     "StreamDropped",
     "completion_body",

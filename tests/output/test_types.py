@@ -14,6 +14,7 @@ import msgspec
 import pytest
 
 import lmclient
+from lmclient._output import types
 from lmclient._output.patterns import gbnf_alternation, regex_alternation, search_anchored
 from lmclient._output.types import OUTPUT_TYPES, compile_output
 from lmclient.testing import FakeLLM
@@ -30,6 +31,21 @@ def test_specs_are_cached_per_type() -> None:
     assert compile_output(lmclient.Regex("a+")) is compile_output(lmclient.Regex("a+"))
     schema = lmclient.JsonSchema({"type": "integer"})
     assert compile_output(schema) is compile_output(schema)
+
+
+def test_one_spec_cache_keys_markers_by_identity_and_stays_bounded() -> None:
+    """`compile_output` is the one type → spec cache: a `JsonSchema` is its own key (its schema
+    is a dict the user may change, so two markers are two types), and types made anew on every
+    call do not grow it past its bound."""
+    first, second = (
+        lmclient.JsonSchema({"type": "integer"}),
+        lmclient.JsonSchema({"type": "integer"}),
+    )
+    assert compile_output(first) is not compile_output(second)
+    assert compile_output(first) is compile_output(first)
+    for n in range(types._SPECS_BOUND + 10):
+        compile_output(msgspec.defstruct(f"Made{n}", [("x", int)]))
+    assert len(types._SPECS) <= types._SPECS_BOUND
 
 
 @pytest.mark.parametrize(
