@@ -1,5 +1,6 @@
-"""The logprobs the fake sends when a request asks for them, in the shape of the server it
-plays, so that ``create(..., probabilities=True)`` and ``Response.logprobs`` work against it.
+"""The logprobs the fake sends when asked: in the shape of the server it plays.
+
+Made so that ``create(..., probabilities=True)`` and ``Response.logprobs`` work against it.
 
 Asked for as the servers read it: ``logprobs: true`` (and ``top_logprobs``: how many
 alternatives) on chat, ``logprobs: k`` (an int: ``k`` alternatives) on completions. Sent as
