@@ -67,9 +67,12 @@ demo: install
 
 # lmclient next to httpx, the openai SDK and a raw socket, one table (~2 min on 2 cores);
 # `$(BIN)/python benchmarks/run.py --docs docs/performance.md` also writes it into that page.
+# Then the instruction guard (a few minutes under valgrind): it fails when the realistic or the
+# narrow call, sync or async, counts more than 5 % above benchmarks/instructions-baseline.json.
 bench: install
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/items_linear.py
+	$(BIN)/python benchmarks/instructions.py --check
 
 # Tokens and seconds per valid value: lmclient next to the openai SDK, instructor and Outlines on
 # the llama.cpp server of `make demo` (benchmarks/e2e.py; about 50 min on 2 cores), written into

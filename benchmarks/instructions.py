@@ -2,6 +2,8 @@
 
     .venv/bin/python benchmarks/instructions.py            # every scenario below
     .venv/bin/python benchmarks/instructions.py sync raw   # some of them
+    .venv/bin/python benchmarks/instructions.py --check    # the guard (`make bench` runs it)
+    .venv/bin/python benchmarks/instructions.py --update-baseline  # accept the counts as they are
 
 CPU time on a shared machine moves with the load by tens of percent; the instructions a call
 executes do not. This runs one process under valgrind's callgrind with instrumentation off,
@@ -10,14 +12,20 @@ then N2 times (after a warm-up), and reports (count at N2 - count at N1) / (N2 -
 instructions of one call, user space only (the kernel's share of a system call is not counted,
 so a call's system calls are not in it). Needs valgrind (``callgrind_control`` on the PATH).
 Each scenario is the benchmark's own (`scenarios.py`); the async ones run 64 concurrent tasks.
+
+``--check`` counts the realistic and the narrow call, sync and async, and fails when one is more
+than 5 % above ``instructions-baseline.json`` (`guard.py` decides; a change that does so says why
+in its CHANGELOG entry, then ``--update-baseline`` stores the new counts).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import glob
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -26,9 +34,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import guard
+
 HERE = Path(__file__).resolve().parent
 # ``real*``: the call users make (a system and a user message, temperature, max_tokens, a Struct);
-# the others: the narrow call (a str prompt, no parameters), and the stream.
+# the others: the narrow call (a str prompt, no parameters), by lmclient, its floor and two peers
+# (``httpx``: httpx.Client.post + msgspec; ``openai``: the SDK's create + pydantic), and the stream.
 SCENARIOS = (
     "realraw",
     "realsync",
@@ -38,6 +49,8 @@ SCENARIOS = (
     "sync",
     "rawasync",
     "async",
+    "httpx",
+    "openai",
     "rawstream",
     "stream",
 )
@@ -49,6 +62,8 @@ COUNTS = {
     "realasync": (1000, 3000),
     "rawstream": (10, 30),
     "stream": (10, 30),
+    "httpx": (100, 300),
+    "openai": (30, 90),
 }
 
 
@@ -69,6 +84,11 @@ def _sync_call(which: str, port: int) -> Callable[[], Any]:
     if which == "realsync":
         client = lmclient.Client(f"http://127.0.0.1:{port}/small/v1", model=s.MODEL, dialect="vllm")
         return lambda: client.generate(s.realistic_messages(), s.Person, **s.SAMPLING)
+    if which in _PEERS:
+        found = {x.name: x for x in s.small_call_scenarios(port)}
+        call = found[_PEERS[which]].call
+        assert call is not None
+        return call
     if which == "rawstream":
         raw = s.RawClient(port, "/sse256/v1/chat/completions")
         body = s.RECORDS_FIELDS
@@ -82,6 +102,7 @@ def _sync_call(which: str, port: int) -> Callable[[], Any]:
     return stream
 
 
+_PEERS = {"httpx": "httpx.Client.post + msgspec", "openai": "openai create + pydantic"}
 _ASYNC_NAMES = {
     "rawasync": "raw asyncio.Protocol + msgspec (floor)",
     "async": "lmclient AsyncClient.generate",
@@ -135,21 +156,8 @@ def measure(scenarios: list[str], port: int) -> None:
     loop.close()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description="Instructions per call, under callgrind.")
-    parser.add_argument("scenarios", nargs="*", help=f"some of: {' '.join(SCENARIOS)}")
-    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)  # the side under valgrind
-    args = parser.parse_args()
-    args.scenarios = args.scenarios or list(SCENARIOS)
-    unknown = set(args.scenarios) - set(SCENARIOS)
-    if unknown:
-        parser.error(f"unknown scenarios: {', '.join(sorted(unknown))}")
-    sys.path.insert(0, str(HERE))
-    if args.port is not None:
-        measure(args.scenarios, args.port)
-        return
-    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
-        raise SystemExit("needs valgrind (callgrind_control on the PATH)")
+def count(scenarios: list[str]) -> dict[str, int]:
+    """Instructions per call of each scenario: one process under callgrind, the server outside."""
     from run import server
 
     with server() as port, tempfile.TemporaryDirectory(prefix="lmclient-callgrind-") as tmp:
@@ -157,7 +165,7 @@ def main() -> None:
         env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")  # no compiling under valgrind
         out = Path(tmp) / "callgrind.out"
         valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no"]
-        script = [str(Path(__file__).resolve()), *args.scenarios, "--port", str(port)]
+        script = [str(Path(__file__).resolve()), *scenarios, "--port", str(port)]
         subprocess.run(
             [*valgrind, f"--callgrind-out-file={out}", sys.executable, *script],
             check=True,
@@ -170,11 +178,80 @@ def main() -> None:
             text = Path(dump).read_text()
             line = next(x for x in text.splitlines() if x.startswith(("summary:", "totals:")))
             totals.append(int(line.split()[1]))
-    print("| scenario | instructions per call |\n|---|---:|")
-    for i, which in enumerate(args.scenarios):
+    counts = {}
+    for i, which in enumerate(scenarios):
         n1, n2 = COUNTS.get(which, (300, 900))
-        per_call = (totals[2 * i + 1] - totals[2 * i]) / (n2 - n1)
-        print(f"| {which} | {per_call:,.0f} |")
+        counts[which] = round((totals[2 * i + 1] - totals[2 * i]) / (n2 - n1))
+    return counts
+
+
+def _commit() -> str:
+    """The commit counted, ``-dirty`` when the work tree has changes not committed."""
+    described = subprocess.run(
+        ["git", "describe", "--always", "--dirty", "--abbrev=7"],
+        capture_output=True,
+        text=True,
+        cwd=HERE,
+        check=False,
+    )
+    return described.stdout.strip() or "unknown"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Instructions per call, under callgrind.")
+    parser.add_argument("scenarios", nargs="*", help=f"some of: {' '.join(SCENARIOS)}")
+    guarding = parser.add_mutually_exclusive_group()
+    guarding.add_argument(
+        "--check",
+        action="store_true",
+        help=f"count {' '.join(guard.GUARDED)} and fail if one is more than "
+        f"{guard.LIMIT_PERCENT} % above {guard.BASELINE.name}",
+    )
+    guarding.add_argument(
+        "--update-baseline",
+        action="store_true",
+        help=f"count {' '.join(guard.GUARDED)} and store them in {guard.BASELINE.name}",
+    )
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)  # the side under valgrind
+    args = parser.parse_args()
+    if (args.check or args.update_baseline) and args.scenarios:
+        parser.error("--check and --update-baseline count the guarded scenarios: name none")
+    args.scenarios = args.scenarios or list(
+        guard.GUARDED if args.check or args.update_baseline else SCENARIOS
+    )
+    unknown = set(args.scenarios) - set(SCENARIOS)
+    if unknown:
+        parser.error(f"unknown scenarios: {', '.join(sorted(unknown))}")
+    sys.path.insert(0, str(HERE))
+    if args.port is not None:
+        measure(args.scenarios, args.port)
+        return
+    python = platform.python_version()
+    if args.check:
+        baseline = guard.load()
+        if python != baseline.python:  # say so before minutes under valgrind, not after
+            print(guard.check(baseline, {}, python).message)
+            return
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        if args.check:
+            print(
+                "instruction guard not applied: it needs valgrind (callgrind_control on the PATH)"
+            )
+            return
+        raise SystemExit("needs valgrind (callgrind_control on the PATH)")
+    counts = count(args.scenarios)
+    print("| scenario | instructions per call |\n|---|---:|")
+    for which, per_call in counts.items():
+        print(f"| {which} | {per_call:,} |")
+    if args.update_baseline:
+        today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+        guard.dump(guard.Baseline(python=python, date=today, commit=_commit(), counts=counts))
+        print(f"stored in {guard.BASELINE}")
+    if args.check:
+        verdict = guard.check(baseline, counts, python)
+        print(verdict.message)
+        if verdict.outcome is guard.Outcome.GROWN:
+            raise SystemExit(1)
 
 
 if __name__ == "__main__":
