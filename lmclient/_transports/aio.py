@@ -600,8 +600,6 @@ class AsyncTransport:
                 await response.aclose()
         except httpx.HTTPError as exc:
             raise httpx_error(exc) from exc
-        except BadResponse as exc:
-            raise io_error(exc, "reading the response") from exc
         return RawResponse(response.status_code, header_dict(response), b"".join(chunks))
 
     async def _httpx_stream(
@@ -627,8 +625,6 @@ class AsyncTransport:
                     yield tail
             except httpx.HTTPError as exc:
                 raise httpx_error(exc) from exc
-            except BadResponse as exc:
-                raise io_error(exc, "reading the response") from exc
 
         return AsyncStreamResponse(
             response.status_code, header_dict(response), chunks(), response.aclose
