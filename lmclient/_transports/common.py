@@ -163,9 +163,7 @@ class StaleConnection(errors.APIConnectionError):
     this is the server having closed it while idle: the request is sent again on a fresh one."""
 
 
-def io_error(
-    exc: BaseException, doing: str, answered: bool = True
-) -> errors.LMClientError:
+def io_error(exc: BaseException, doing: str, answered: bool = True) -> errors.LMClientError:
     """lmclient's error for what failed while ``doing`` (e.g. "reading the response"): the one
     map of the transports' errors (httpcore's ``map_exceptions``). It is applied where a
     socket's error or bytes that are not HTTP arise — each phase of an exchange (`sockets`'s
