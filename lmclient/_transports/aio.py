@@ -10,7 +10,6 @@ from typing import Literal, overload
 
 import httpx
 
-from lmclient import errors
 from lmclient._proxies import proxied
 from lmclient._request import PreparedRequest, Timeouts
 from lmclient._transports.common import (
@@ -28,15 +27,13 @@ from lmclient._transports.common import (
     header_dict,
     httpx_error,
     httpx_request,
-    io_error,
     may_resend,
-    or_none,
     own_client,
     per_process,
     raw_response,
     ssl_context,
 )
-from lmclient._transports.protocol import AsyncBody, AsyncConnection
+from lmclient._transports.protocol import AsyncBody, AsyncConnection, connect
 from lmclient._wire.http11 import declared_length, encode_request
 
 __all__ = ["AsyncTransport"]
@@ -159,11 +156,11 @@ class AsyncTransport:
         deadline_at: float | None,
         stream: bool,
     ) -> RawResponse | AsyncStreamResponse:
-        """Send the request and wait for the head (a stream) or the whole response (otherwise:
-        `AsyncConnection`'s phases); return the response. A connection that fails is closed; a
-        pooled one lost before any answer is replaced once (`may_resend`). (One coroutine,
-        awaiting the connection's futures directly: each layer of coroutines costs every
-        call.)"""
+        """Send the request, then receive the head (a stream) or the whole response
+        (otherwise), each phase the connection's; return the response. A connection that fails
+        is closed; a pooled one lost before any answer is replaced once (`may_resend`). (One
+        function for the exchange: each call, and in asyncio each layer of coroutines, costs
+        every request.)"""
         target = self._targets.find(request)
         payload = encode_request(target.head, request.body)
         conn = self._pool.checkout(target.origin)
@@ -197,32 +194,9 @@ class AsyncTransport:
         return raw_response((status, headers, whole))
 
     async def _connect(self, target: Target, timeout: float) -> AsyncConnection:
-        loop = asyncio.get_running_loop()
-
-        def factory() -> AsyncConnection:
-            return AsyncConnection(loop, target.origin)
-
         if target.tls and self._ssl is None:
             self._ssl = ssl_context()
-        uds = self._uds
-        if uds is None:
-            where = f"{target.host}:{target.port}"
-            connecting = loop.create_connection(
-                factory,
-                target.host,
-                target.port,
-                ssl=self._ssl if target.tls else None,
-                server_hostname=target.host if target.tls else None,
-            )
-        else:  # (a Unix socket has no TLS here: refused when the client is made)
-            where = f"the Unix socket {uds}"
-            connecting = loop.create_unix_connection(factory, uds)
-        try:
-            _, conn = await asyncio.wait_for(connecting, or_none(timeout))
-        except asyncio.TimeoutError:  # not a TimeoutError before Python 3.11
-            raise errors.APITimeoutError(f"timed out connecting to {where}") from None
-        except OSError as exc:
-            raise io_error(exc, f"connecting to {where}") from exc
+        conn = await connect(target, timeout, self._uds, self._ssl if target.tls else None)
         self._pool.add(conn)
         return conn
 
@@ -287,7 +261,8 @@ class AsyncTransport:
 
 
 class _ClosedAsyncTransport(AsyncTransport):
-    """What a closed `AsyncClient` sends through: every request refused, no connection opened."""
+    """What a closed `AsyncClient` sends through: every request refused, no connection opened (the
+    transport it replaces was closed; this one holds nothing to close)."""
 
     def check_open(self) -> None:
         raise closed_error()

@@ -9,6 +9,7 @@ import asyncio
 import math
 import time
 from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING
 
 from lmclient import errors
 from lmclient._transports.common import (
@@ -16,13 +17,17 @@ from lmclient._transports.common import (
     Limiter,
     Pool,
     StaleConnection,
+    Target,
     io_error,
     or_none,
     readability,
 )
 from lmclient._wire.http11 import BadResponse, ResponseParser
 
-__all__ = ["AsyncBody", "AsyncConnection"]
+if TYPE_CHECKING:
+    import ssl
+
+__all__ = ["AsyncBody", "AsyncConnection", "connect"]
 
 
 def _nothing() -> object:
@@ -371,3 +376,33 @@ class AsyncBody:
         conn, self._conn = self._conn, None
         if conn is not None:
             self._pool.discard(conn)
+
+
+async def connect(
+    target: Target, timeout: float, uds: str | None, tls: ssl.SSLContext | None
+) -> AsyncConnection:
+    """`sockets.connect` for asyncio."""
+    loop = asyncio.get_running_loop()
+
+    def factory() -> AsyncConnection:
+        return AsyncConnection(loop, target.origin)
+
+    if uds is None:
+        where = f"{target.host}:{target.port}"
+        connecting = loop.create_connection(
+            factory,
+            target.host,
+            target.port,
+            ssl=tls,
+            server_hostname=target.host if tls is not None else None,
+        )
+    else:  # (a Unix socket has no TLS here: refused when the client is made)
+        where = f"the Unix socket {uds}"
+        connecting = loop.create_unix_connection(factory, uds)
+    try:
+        _, conn = await asyncio.wait_for(connecting, or_none(timeout))
+    except asyncio.TimeoutError:  # not a TimeoutError before Python 3.11
+        raise errors.APITimeoutError(f"timed out connecting to {where}") from None
+    except OSError as exc:
+        raise io_error(exc, f"connecting to {where}") from exc
+    return conn

@@ -6,21 +6,28 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from lmclient import errors
 from lmclient._transports.common import (
     READ_SIZE,
     Limiter,
     Pool,
+    RawResponse,
     StaleConnection,
+    Target,
     io_error,
     or_none,
+    raw_response,
     readability,
     remaining,
 )
 from lmclient._wire.http11 import BadResponse, ResponseParser
 
-__all__ = ["SyncBody", "SyncConnection", "read_body"]
+if TYPE_CHECKING:
+    import ssl
+
+__all__ = ["SyncBody", "SyncConnection", "connect", "read_body", "read_rest"]
 
 
 class SyncConnection:
@@ -154,9 +161,44 @@ def read_body(
     return b""
 
 
+def read_rest(
+    pool: Pool[SyncConnection],
+    conn: SyncConnection,
+    first: bytes,
+    max_bytes: int,
+    read_timeout: float,
+    deadline_at: float | None,
+) -> RawResponse:
+    """The whole response whose head has arrived with ``first``, the body bytes that came with
+    it: the rest of the body read (`read_body`), counted and decoded (`Limiter`); the
+    connection released, or closed if anything fails."""
+    parser = conn.parser
+    headers = parser.headers
+    assert headers is not None
+    limiter = Limiter(max_bytes, deadline_at)
+    try:
+        limiter.head(headers, parser.length)
+        parts = [limiter.take(first)] if first else []
+        while not parser.complete:
+            piece = read_body(conn, parser, read_timeout, deadline_at)
+            if piece:
+                parts.append(limiter.take(piece))
+        if limiter.decoder is not None:
+            parts.append(limiter.finish())
+    except BaseException:  # (lmclient's errors: the phase and the limiter map theirs)
+        pool.discard(conn)
+        raise
+    status = parser.status
+    pool.release(conn, parser.keep_alive)
+    body = parts[0] if len(parts) == 1 else b"".join(parts)
+    return raw_response((status, headers, body))
+
+
 class SyncBody:
     """A streamed response's body: iterate for its checked chunks; `close` releases the
-    connection (back to the pool once the body has ended, else closed)."""
+    connection (back to the pool once the body has ended, else closed). Made once the head
+    has arrived, with the body bytes that came with it; a head the limits refuse closes the
+    connection and raises."""
 
     __slots__ = ("_conn", "_first", "_limiter", "_parser", "_pool", "_read_timeout")
 
@@ -164,11 +206,19 @@ class SyncBody:
         self,
         pool: Pool[SyncConnection],
         conn: SyncConnection,
-        parser: ResponseParser,
-        limiter: Limiter,
         first: bytes,
+        max_bytes: int,
         read_timeout: float,
+        deadline_at: float | None,
     ) -> None:
+        parser = conn.parser
+        assert parser.headers is not None
+        limiter = Limiter(max_bytes, deadline_at)
+        try:
+            limiter.head(parser.headers, parser.length)
+        except BaseException:
+            pool.discard(conn)
+            raise
         self._pool = pool
         self._conn: SyncConnection | None = conn
         self._parser = parser
@@ -210,3 +260,30 @@ class SyncBody:
         conn, self._conn = self._conn, None
         if conn is not None:
             self._pool.discard(conn)
+
+
+def connect(
+    target: Target, timeout: float, uds: str | None, tls: ssl.SSLContext | None
+) -> SyncConnection:
+    """A new connection to ``target``'s host, or to the Unix socket ``uds``; with TLS when
+    ``tls`` is given."""
+    try:
+        if uds is None:
+            sock = socket.create_connection((target.host, target.port), or_none(timeout))
+        else:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            if uds is None:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            else:  # (TCP options fail on a Unix socket; a Unix socket has no TLS here)
+                sock.settimeout(or_none(timeout))
+                sock.connect(uds)
+            if tls is not None:
+                sock = tls.wrap_socket(sock, server_hostname=target.host)
+            return SyncConnection(sock, target.origin, timeout)
+        except BaseException:
+            sock.close()
+            raise
+    except OSError as exc:
+        where = f"{target.host}:{target.port}" if uds is None else f"the Unix socket {uds}"
+        raise io_error(exc, f"connecting to {where}") from exc

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, overload
 
 import httpx
 
@@ -24,16 +23,14 @@ from lmclient._transports.common import (
     header_dict,
     httpx_error,
     httpx_request,
-    io_error,
     may_resend,
-    or_none,
     own_client,
     per_process,
     raw_chunks,
     raw_response,
     ssl_context,
 )
-from lmclient._transports.sockets import SyncBody, SyncConnection, read_body
+from lmclient._transports.sockets import SyncBody, SyncConnection, connect, read_rest
 from lmclient._wire.http11 import declared_length, encode_request
 
 if TYPE_CHECKING:
@@ -89,34 +86,7 @@ class SyncTransport:
     ) -> RawResponse:
         if self._via_httpx or _RESPX.active():
             return self._httpx_send(request, timeouts, max_bytes, deadline_at)
-        conn, first = self._exchange(request, timeouts, deadline_at)
-        parser = conn.parser
-        headers = parser.headers
-        assert headers is not None
-        if parser.complete and len(first) <= max_bytes and "content-encoding" not in headers:
-            # The whole response came with its head (a small one, the common case): within the
-            # limit, nothing to decode, the deadline met. (The parser is read before the
-            # connection goes back: another thread may take it, and reset its parser.)
-            status = parser.status
-            self._pool.release(conn, parser.keep_alive)
-            return raw_response((status, headers, first))
-        limiter = Limiter(max_bytes, deadline_at)
-        try:
-            limiter.head(headers, parser.length)
-            parts = [limiter.take(first)] if first else []
-            while not parser.complete:
-                piece = read_body(conn, parser, timeouts.read, deadline_at)
-                if piece:
-                    parts.append(limiter.take(piece))
-            if limiter.decoder is not None:
-                parts.append(limiter.finish())
-        except BaseException:  # (lmclient's errors: the phase and the limiter map theirs)
-            self._pool.discard(conn)
-            raise
-        status = parser.status
-        self._pool.release(conn, parser.keep_alive)
-        body = parts[0] if len(parts) == 1 else b"".join(parts)
-        return raw_response((status, headers, body))
+        return self._exchange(request, timeouts, max_bytes, deadline_at, False)
 
     def stream(
         self,
@@ -125,21 +95,9 @@ class SyncTransport:
         max_bytes: int,
         deadline_at: float | None,
     ) -> StreamResponse:
-        """Open a response once its head has arrived; the caller reads its chunks and closes
-        it."""
         if self._via_httpx or _RESPX.active():
             return self._httpx_stream(request, timeouts, max_bytes, deadline_at)
-        conn, first = self._exchange(request, timeouts, deadline_at)
-        parser = conn.parser
-        assert parser.headers is not None
-        limiter = Limiter(max_bytes, deadline_at)
-        try:
-            limiter.head(parser.headers, parser.length)
-        except BaseException:
-            self._pool.discard(conn)
-            raise
-        body = SyncBody(self._pool, conn, parser, limiter, first, timeouts.read)
-        return StreamResponse(parser.status, parser.headers, body, body.close)
+        return self._exchange(request, timeouts, max_bytes, deadline_at, True)
 
     def close(self) -> None:
         self._pool.close()
@@ -161,13 +119,37 @@ class SyncTransport:
 
     # -- own HTTP/1.1 --------------------------------------------------------------------
 
+    @overload
     def _exchange(
-        self, request: PreparedRequest, timeouts: Timeouts, deadline_at: float | None
-    ) -> tuple[SyncConnection, bytes]:
-        """Send the request and read the head (`SyncConnection`'s phases); return the
-        connection (its parser holds the head) with the body bytes that came with the head. A
-        connection that fails is closed; a pooled one lost before any answer is replaced once
-        (`may_resend`)."""
+        self,
+        request: PreparedRequest,
+        timeouts: Timeouts,
+        max_bytes: int,
+        deadline_at: float | None,
+        stream: Literal[False],
+    ) -> RawResponse: ...
+    @overload
+    def _exchange(
+        self,
+        request: PreparedRequest,
+        timeouts: Timeouts,
+        max_bytes: int,
+        deadline_at: float | None,
+        stream: Literal[True],
+    ) -> StreamResponse: ...
+    def _exchange(
+        self,
+        request: PreparedRequest,
+        timeouts: Timeouts,
+        max_bytes: int,
+        deadline_at: float | None,
+        stream: bool,
+    ) -> RawResponse | StreamResponse:
+        """Send the request, then receive the head (a stream) or the whole response
+        (otherwise), each phase the connection's; return the response. A connection that fails
+        is closed; a pooled one lost before any answer is replaced once (`may_resend`). (One
+        function for the exchange: each call, and in asyncio each layer of coroutines, costs
+        every request.)"""
         target = self._targets.find(request)
         payload = encode_request(target.head, request.body)
         conn = self._pool.checkout(target.origin)
@@ -177,38 +159,32 @@ class SyncTransport:
                 conn = self._connect(target, timeouts.connect)
             try:
                 broken = conn.send_request(payload, timeouts.write)
-                return conn, conn.receive_head(timeouts.read, deadline_at, broken)
+                first = conn.receive_head(timeouts.read, deadline_at, broken)
+                break
             except BaseException as exc:
                 self._pool.discard(conn)
                 if not may_resend(exc, pooled):
                     raise
             conn = None
             pooled = False
+        parser = conn.parser
+        headers = parser.headers
+        assert headers is not None
+        if stream:
+            chunks = SyncBody(self._pool, conn, first, max_bytes, timeouts.read, deadline_at)
+            return StreamResponse(parser.status, headers, chunks, chunks.close)
+        if not parser.complete or len(first) > max_bytes or "content-encoding" in headers:
+            return read_rest(self._pool, conn, first, max_bytes, timeouts.read, deadline_at)
+        # The whole response came with its head (a small one, the common case): within the
+        # limit, nothing to decode, the deadline met.
+        status = parser.status  # before the connection goes back (another thread may take it)
+        self._pool.release(conn, parser.keep_alive)
+        return raw_response((status, headers, first))
 
     def _connect(self, target: Target, timeout: float) -> SyncConnection:
-        uds = self._uds
-        try:
-            if uds is None:
-                sock = socket.create_connection((target.host, target.port), or_none(timeout))
-            else:
-                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                if uds is None:
-                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                else:  # (TCP options fail on a Unix socket; a Unix socket has no TLS here)
-                    sock.settimeout(or_none(timeout))
-                    sock.connect(uds)
-                if target.tls:
-                    if self._ssl is None:
-                        self._ssl = ssl_context()
-                    sock = self._ssl.wrap_socket(sock, server_hostname=target.host)
-                conn = SyncConnection(sock, target.origin, timeout)
-            except BaseException:
-                sock.close()
-                raise
-        except OSError as exc:
-            where = f"{target.host}:{target.port}" if uds is None else f"the Unix socket {uds}"
-            raise io_error(exc, f"connecting to {where}") from exc
+        if target.tls and self._ssl is None:
+            self._ssl = ssl_context()
+        conn = connect(target, timeout, self._uds, self._ssl if target.tls else None)
         self._pool.add(conn)
         return conn
 
