@@ -48,8 +48,9 @@ UNASYNC = [
 UNASYNC_TRANSPORTS = [
     *UNASYNC,
     (r"\b_ASYNC_", "_SYNC_"),
-    (r"\b_AsyncConnection\b", "_SyncConnection"),
-    (r"\b_AsyncBody\b", "_SyncBody"),
+    (r"\b_transports\.protocol\b", "_transports.sockets"),
+    (r"\bAsyncConnection\b", "SyncConnection"),
+    (r"\bAsyncBody\b", "SyncBody"),
     (r"\b_ClosedAsyncTransport\b", "_ClosedSyncTransport"),
     (r"\bAsyncStreamResponse\b", "StreamResponse"),
     (r"\bAsyncHTTPTransport\b", "HTTPTransport"),

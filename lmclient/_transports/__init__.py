@@ -55,8 +55,14 @@ close): httpx's response is adapted to it, lmclient's own is never wrapped in on
 Failures map to lmclient's errors: cannot connect, connection broken → `APIConnectionError`;
 timeouts and an expired deadline → `APITimeoutError`; bytes that are not HTTP, or a body larger
 than ``max_bytes`` (refused on its declared length before reading, else while counting) →
-`ProtocolError`.
+`ProtocolError`. One function maps them (`common.io_error`), where they arise: in each phase
+of an exchange (sending the request, receiving the head, the body), the connect and the
+`Limiter`; above the phases only lmclient's errors travel, and whatever ends an exchange closes
+its connection. Whether a request is sent again is one predicate (`common.may_resend`).
 
-The package: `common` (pool, limits, targets, error mapping), `sync` (`SyncTransport`) and `aio`
-(`AsyncTransport`, kept apart so that a program using only `Client` never imports asyncio).
+The package: `common` (pool, limits, targets, the error map, the resend predicate), `sync`
+(`SyncTransport`) over `sockets` (a blocking socket's connection, its phases and its connect),
+and `aio` (`AsyncTransport`) over `protocol` (the asyncio protocol's), kept apart so that a
+program using only `Client` never imports asyncio. The two transports are twins (`_exchange` the
+same loop in both: `scripts/twins.py`); what differs between the designs is the connection's.
 """

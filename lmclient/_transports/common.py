@@ -126,7 +126,9 @@ class AsyncStreamResponse:
 
 class Limiter:
     """Refuses a body declared larger than ``max_bytes``; decodes a content coding; counts the
-    bytes received against the limit and checks the deadline between chunks."""
+    bytes received against the limit and checks the deadline between chunks. It raises only
+    lmclient's errors (an undecodable body is a `ProtocolError`, mapped by `io_error`), so the
+    transports need not map what it raises."""
 
     __slots__ = ("deadline_at", "decoder", "max_bytes", "received")
 
@@ -144,12 +146,18 @@ class Limiter:
                 f"max_response_bytes={self.max_bytes}"
             )
         if "content-encoding" in headers:
-            self.decoder = content_decoder(headers)
+            try:
+                self.decoder = content_decoder(headers)
+            except BadResponse as exc:
+                raise io_error(exc, "reading the response") from exc
 
     def take(self, piece: bytes) -> bytes:
         """Decode (if the body has a content coding) and count one piece of the body."""
         if self.decoder is not None:
-            decoded = self.decoder.decode(piece, self.max_bytes - self.received + 1)
+            try:
+                decoded = self.decoder.decode(piece, self.max_bytes - self.received + 1)
+            except BadResponse as exc:
+                raise io_error(exc, "reading the response") from exc
             if decoded is None:  # it would pass the limit: dropped uncounted (`ContentDecoder`)
                 self.received = self.max_bytes + 1
                 self._refuse()
@@ -164,7 +172,13 @@ class Limiter:
     def finish(self) -> bytes:
         """The body ended: what a content decoder still holds (counted, not decoded again)."""
         decoder, self.decoder = self.decoder, None
-        return b"" if decoder is None else self.take(decoder.flush())
+        if decoder is None:
+            return b""
+        try:
+            tail = decoder.flush()
+        except BadResponse as exc:
+            raise io_error(exc, "reading the response") from exc
+        return self.take(tail)
 
     def _refuse(self) -> NoReturn:
         if self.received > self.max_bytes:
@@ -180,15 +194,35 @@ class StaleConnection(errors.APIConnectionError):
     this is the server having closed it while idle: the request is sent again on a fresh one."""
 
 
-def io_error(exc: BaseException, doing: str) -> errors.LMClientError:
-    """lmclient's error for what failed while ``doing`` (e.g. "reading the response")."""
+def io_error(exc: BaseException, doing: str, answered: bool = True) -> errors.LMClientError:
+    """lmclient's error for what failed while ``doing`` (e.g. "reading the response"): the one
+    map of the transports' errors (httpcore's ``map_exceptions``). It is applied where a
+    socket's error or bytes that are not HTTP arise — each phase of an exchange (`sockets`'s
+    send, head and body; `protocol`'s callbacks), a connect, the `Limiter` — so that above the
+    phases only lmclient's errors travel, with what may land anywhere (a ``KeyboardInterrupt``,
+    a ``GeneratorExit``, a signal handler's), and a failing call pays nothing for the mapping.
+
+    A connection broken before any byte of its answer came (``answered`` false) is a
+    `StaleConnection`: on a pooled connection the request is sent again (`may_resend`)."""
     if isinstance(exc, errors.LMClientError):
         return exc
     if isinstance(exc, BadResponse):
         return errors.ProtocolError(f"invalid HTTP response: {exc}")
     if isinstance(exc, TimeoutError):  # (socket.timeout is TimeoutError)
         return errors.APITimeoutError(f"timed out {doing}")
+    if not answered:
+        return StaleConnection(f"{type(exc).__name__} {doing}: {exc}")
     return errors.APIConnectionError(f"{type(exc).__name__} {doing}: {exc}")
+
+
+def may_resend(exc: BaseException, pooled: bool) -> bool:
+    """Whether a request whose exchange ended by ``exc`` is sent once more, on a fresh
+    connection: when its connection came from the pool and was lost before any byte of the
+    answer (`StaleConnection`): the server closed it while it was idle, after the pool's check,
+    so the request never reached a server that meant to answer it. On a fresh connection the
+    loss stands, as does any other error: a timeout, a broken answer (the request may have run:
+    sending it again could run it twice), the call's own end."""
+    return pooled and isinstance(exc, StaleConnection)
 
 
 def remaining(deadline_at: float, doing: str) -> float:

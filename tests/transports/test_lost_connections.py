@@ -21,8 +21,8 @@ from types import SimpleNamespace
 import pytest
 
 import lmclient
-from lmclient._transports.aio import _AsyncConnection
 from lmclient._transports.common import StaleConnection
+from lmclient._transports.protocol import AsyncConnection
 from tests.byte_server import FIRST_EVENT, STREAM_HEAD, ByteServer, answer, read_request
 from tests.helpers import retries_logged
 
@@ -112,10 +112,10 @@ async def test_async_a_connection_closed_on_accept_is_retried(
 # -- the connection itself, in the states a socket cannot be relied on to produce ----------------
 
 
-def fake_connection(closing: bool = False) -> tuple[_AsyncConnection, list[bytes]]:
+def fake_connection(closing: bool = False) -> tuple[AsyncConnection, list[bytes]]:
     """A connection over a transport that records what is written to it."""
     written: list[bytes] = []
-    conn = _AsyncConnection(asyncio.get_running_loop(), ("http", "127.0.0.1", 1))
+    conn = AsyncConnection(asyncio.get_running_loop(), ("http", "127.0.0.1", 1))
     conn.transport = SimpleNamespace(  # type: ignore[assignment]
         write=written.append, abort=lambda: None, is_closing=lambda: closing
     )
@@ -132,14 +132,14 @@ async def test_a_closed_connection_is_never_written_to(how: str) -> None:
         conn.connection_lost(None)
     loop = asyncio.get_running_loop()
     with pytest.raises(StaleConnection, match="before the request was sent"):
-        conn.begin(b"POST / HTTP/1.1\r\n\r\n", 1 << 20, loop.time() + 5, 0.3, False)
+        conn.send_request(b"POST / HTTP/1.1\r\n\r\n", 1 << 20, loop.time() + 5, 0.3, False)
     assert (written, conn.timer, conn.parser) == ([], None, None)
 
 
 async def test_the_read_timer_wakes_a_call_on_a_connection_closed_without_an_error() -> None:
     """Whatever the connection's state, a call in flight gets its read timeout."""
     conn, written = fake_connection()
-    conn.begin(b"POST / HTTP/1.1\r\n\r\n", 1 << 20, None, 0.3, False)
+    conn.send_request(b"POST / HTTP/1.1\r\n\r\n", 1 << 20, None, 0.3, False)
     assert written
     conn.closed = True  # closed, and nothing recorded an error
     conn.last_read -= 10

@@ -32,10 +32,10 @@ import respx
 import lmclient
 from lmclient._params import Timeouts
 from lmclient._request import PreparedRequest
-from lmclient._transports import aio as aio_transport
 from lmclient._transports import common
 from lmclient._transports.aio import AsyncTransport
 from lmclient._transports.common import PatchWatch, RespxMocks
+from lmclient._transports.protocol import AsyncConnection
 from lmclient._transports.sync import SyncTransport
 from lmclient.testing import FakeLLM
 from tests import scripted_server
@@ -773,9 +773,9 @@ async def test_async_read_timeout_of_a_reused_connection_is_its_own(
     assert server.connections == 1
 
 
-def idle_connection() -> aio_transport._AsyncConnection:
+def idle_connection() -> AsyncConnection:
     """A connection whose writes go nowhere: the test plays the server and the timer."""
-    conn = aio_transport._AsyncConnection(asyncio.get_running_loop(), ("http", "127.0.0.1", 1))
+    conn = AsyncConnection(asyncio.get_running_loop(), ("http", "127.0.0.1", 1))
     conn.transport = SimpleNamespace(  # type: ignore[assignment]
         write=lambda payload: None, abort=lambda: None, is_closing=lambda: False
     )
@@ -787,7 +787,7 @@ async def test_a_read_timer_running_after_the_whole_response_came_leaves_it() ->
     before the task waiting for them: the response is whole, so no read timeout applies to it
     (and its last read is not timed)."""
     conn = idle_connection()
-    parser = conn.begin(b"GET / HTTP/1.1\r\n\r\n", LIMIT, None, 0.3, False)
+    parser = conn.send_request(b"GET / HTTP/1.1\r\n\r\n", LIMIT, None, 0.3, False)
     conn.data_received(ok())
     assert parser.complete
     conn.last_read -= 10  # the request went out long ago
@@ -802,13 +802,13 @@ async def test_a_deadline_shares_the_connections_one_timer() -> None:
     (it re-arms itself when it fires), and ending the call once the deadline has passed."""
     conn = idle_connection()
     deadline = time.monotonic() + 60
-    conn.begin(b"GET / HTTP/1.1\r\n\r\n", LIMIT, deadline, 600.0, False)
+    conn.send_request(b"GET / HTTP/1.1\r\n\r\n", LIMIT, deadline, 600.0, False)
     timer = conn.timer
     assert timer is not None and conn.timer_at == deadline  # sooner than the read timeout
     conn.data_received(ok())
     conn.take_pieces()
     conn.finish()
-    conn.begin(b"GET / HTTP/1.1\r\n\r\n", LIMIT, deadline + 1, 600.0, False)
+    conn.send_request(b"GET / HTTP/1.1\r\n\r\n", LIMIT, deadline + 1, 600.0, False)
     assert conn.timer is timer  # no timer scheduled (nor cancelled) for the second call
     conn._on_timer()  # fires early for this call: waits on for its deadline
     assert conn.error is None and conn.timer is not None and conn.timer_at == deadline + 1
@@ -820,7 +820,7 @@ async def test_a_deadline_shares_the_connections_one_timer() -> None:
 
 async def test_the_read_timeout_comes_first_when_sooner_than_the_deadline() -> None:
     conn = idle_connection()
-    conn.begin(b"GET / HTTP/1.1\r\n\r\n", LIMIT, time.monotonic() + 60, 0.3, False)
+    conn.send_request(b"GET / HTTP/1.1\r\n\r\n", LIMIT, time.monotonic() + 60, 0.3, False)
     assert conn.timer_at == conn.last_read + 0.3
     conn.last_read -= 10
     conn._on_timer()
@@ -835,7 +835,7 @@ async def test_a_deadline_passing_after_the_whole_response_came_leaves_it(
     """As a read timer does: the response is whole (its reader has yet to take it)."""
     conn = idle_connection()
     deadline = time.monotonic() + 60
-    parser = conn.begin(b"GET / HTTP/1.1\r\n\r\n", LIMIT, deadline, read_timeout, False)
+    parser = conn.send_request(b"GET / HTTP/1.1\r\n\r\n", LIMIT, deadline, read_timeout, False)
     conn.data_received(ok())
     assert parser.complete
     conn.deadline_at = time.monotonic() - 1
@@ -848,11 +848,11 @@ async def test_a_timer_left_by_an_earlier_call_lapses_for_a_call_without_timeout
     """A call with neither a deadline nor a read timeout is not timed: the timer an earlier
     call armed finds nothing to wait for, and lapses."""
     conn = idle_connection()
-    conn.begin(b"GET / HTTP/1.1\r\n\r\n", LIMIT, time.monotonic() + 60, 600.0, False)
+    conn.send_request(b"GET / HTTP/1.1\r\n\r\n", LIMIT, time.monotonic() + 60, 600.0, False)
     conn.data_received(ok())
     conn.take_pieces()
     conn.finish()
-    conn.begin(b"GET / HTTP/1.1\r\n\r\n", LIMIT, None, math.inf, False)
+    conn.send_request(b"GET / HTTP/1.1\r\n\r\n", LIMIT, None, math.inf, False)
     conn._on_timer()
     assert conn.timer is None and conn.error is None and not conn.closed
     conn.close()
