@@ -299,6 +299,7 @@ def check(block: Block, cwd: Path) -> None:
 
 # -- the blocks ---------------------------------------------------------------------------
 
+
 # Blocks known to fail until another part of issue 37 lands, by a line of theirs; strict, so
 # that the day one passes, its entry must go.
 def case(block: Block) -> Any:

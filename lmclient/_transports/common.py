@@ -49,6 +49,7 @@ __all__ = [
     "httpx_request",
     "io_error",
     "or_none",
+    "may_resend",
     "own_client",
     "per_process",
     "raw_chunks",
