@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import msgspec
@@ -36,7 +36,15 @@ from ._dialects import (
 from ._extra import merge_extra
 from ._media import check_media, content_media, prompt_messages, wire_messages
 from ._output.types import OutputSpec, compile_output
-from ._params import CALL_PARAMS, RESPELT, Prompt, check_params, env_api_key, env_base_url
+from ._params import (
+    CALL_PARAMS,
+    RESPELT,
+    Prompt,
+    as_given,
+    check_params,
+    env_api_key,
+    env_base_url,
+)
 from ._plans import Planned, Plans
 from ._reasoning import REASONING_PARAMS, reasoning_fields, reasoning_params, thinking_room
 from ._request import CallSettings, PreparedRequest, Timeouts
@@ -59,6 +67,28 @@ __all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "ClientCore"]
 DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 PROBE_TIMEOUT = 2.0  # a server that is up answers a probe at once; one that is not, fails fast
 _QUICK = {"timeout": PROBE_TIMEOUT, "max_retries": 0}  # detection's requests
+
+# How a call's parameters (the client's defaults with them) go in its body, told once by
+# `ClientCore._checked` so that building the request asks no more: ``"given"``, each as it is,
+# and no defaults (`as_given`: the usual call's ``temperature``, ``max_tokens``...: one
+# ``dict.update``, and the call keeps the client's settings); ``"spelt"``, each as its endpoint
+# spells it (`_add_params`: a ``None`` left out, ``stop``..., lmclient's own read by the call);
+# ``"special"``, that and some of `_CHECKED` (a header, a reasoning control, a tool...), which
+# have their own checks and fields.
+Shape = Literal["given", "spelt", "special"]
+
+
+class Checked(msgspec.Struct, frozen=True, kw_only=True):
+    """What the checks of a call's input (`ClientCore._checked`) computed, for building its
+    request: the output type's spec, the dialect's plan once the dialect is known, the prompt's
+    messages if it was given as messages (``parts``: whether they hold text and media parts to
+    translate for the server), and the `Shape` of its parameters."""
+
+    spec: OutputSpec[Any]
+    planned: Planned | None
+    messages: list[Any] | None
+    parts: bool
+    shape: Shape
 
 
 class ClientCore:
@@ -325,7 +355,7 @@ class ClientCore:
         params: Mapping[str, Any],
     ) -> OutputSpec[Any]:
         """Every check of a call's input that needs no server: run before any request."""
-        return self._checked(where, prompt, output_type, endpoint, params)[0]
+        return self._checked(where, prompt, output_type, endpoint, params).spec
 
     def _check_media(self, where: str, dialect: Dialect, messages: list[Any]) -> None:
         """The media of a call's messages refused where the server, or its model, cannot take
@@ -342,21 +372,22 @@ class ClientCore:
         output_type: Any,
         endpoint: Endpoint,
         params: Mapping[str, Any],
-    ) -> tuple[OutputSpec[Any], Planned | None, list[Any] | None, bool, bool, bool]:
-        """`validate`, with what its checks computed: the prompt's messages, if it was given as
-        messages or parts, the plan once the dialect is known, whether the messages have parts
-        (text and media) to translate for the server, and whether the call (or the client's
-        defaults) gives any parameter of `_CHECKED`, so that building its request asks no
-        more (a header, a reasoning control, a tool...: none in the usual call), and whether
-        every parameter, the defaults' included, goes in the body as it is (`AS_GIVEN`: the
-        usual call's ``temperature``, ``max_tokens``...). The checks of
-        parameters that need more than their type (headers, reasoning, tools, serving, model,
-        extra_body) run only for the calls that give one: the usual call's parameters
-        (``temperature``, ``max_tokens``...) pass with `check_params` alone."""
+    ) -> Checked:
+        """`validate`, with what its checks computed (`Checked`). The checks of parameters that
+        need more than their type (headers, reasoning, tools, serving, model, extra_body) run
+        only for the calls that give one (the ``"special"`` `Shape`): the usual call's
+        parameters (``temperature``, ``max_tokens``...) pass with `check_params` alone."""
         defaults = self.defaults
-        as_given = not params or check_params(where, params, allow_n=where == "create")
-        plain = as_given and not defaults  # (`AS_GIVEN` holds none of `_CHECKED`)
-        special = not plain and not (_CHECKED.isdisjoint(params) and _CHECKED.isdisjoint(defaults))
+        if params:
+            check_params(where, params, allow_n=where == "create")
+        shape: Shape
+        if not defaults and (not params or as_given(params)):
+            shape = "given"  # (`AS_GIVEN` holds none of `_CHECKED`)
+        elif _CHECKED.isdisjoint(params) and _CHECKED.isdisjoint(defaults):
+            shape = "spelt"
+        else:
+            shape = "special"
+        special = shape == "special"
         if special and not (
             HEADER_PARAMS.isdisjoint(params) and HEADER_PARAMS.isdisjoint(defaults)
         ):
@@ -375,7 +406,7 @@ class ClientCore:
             spec = compile_output(output_type)
             if special and params.get("probabilities"):
                 _confidence.check_type(where, spec)
-            return spec, None, messages, parts, special, plain
+            return Checked(spec=spec, planned=None, messages=messages, parts=parts, shape=shape)
         # the type's spec and the dialect's plan, or their refusals, now
         planned = self._plans.get(output_type, endpoint, dialect, self.server_info)
         spec = planned.spec
@@ -412,7 +443,7 @@ class ClientCore:
                     f"{where}(): max_tokens={max_tokens} cannot hold any {spec.name} value: "
                     f"its shortest encoding needs at least {budget.fewest} tokens{after}"
                 )
-        return spec, planned, messages, parts, special, plain
+        return Checked(spec=spec, planned=planned, messages=messages, parts=parts, shape=shape)
 
     def batch(
         self,
@@ -456,26 +487,35 @@ class ClientCore:
         batch's budgets (else `TokenBudgetExceeded`)."""
         if many is not None:
             many.check()
-        spec, planned, messages, parts, special, plain = self._checked(
-            where, prompt, output_type, endpoint, params
-        )
+        checked = self._checked(where, prompt, output_type, endpoint, params)
+        planned = checked.planned
         assert planned is not None, "set-up (model, dialect) must come first"
-        if parts:  # text and media parts as the server reads them
+        messages = checked.messages
+        if checked.parts:  # text and media parts as the server reads them
             assert messages is not None
             messages = wire_messages(messages, planned.dialect.name)
         merged = {**self.defaults, **params} if self.defaults else params
+        shape = checked.shape
         headers = self._post_headers
-        if special and not HEADER_PARAMS.isdisjoint(merged):  # (HEADER_PARAMS: in _CHECKED)
+        if shape == "special" and not HEADER_PARAMS.isdisjoint(merged):  # (in _CHECKED)
             headers = self._call_headers(merged, planned.dialect)
-        body = self._body(prompt, messages, endpoint, merged, stream, planned, special, plain)
+        body = self._body(
+            prompt,
+            messages=messages,
+            endpoint=endpoint,
+            params=merged,
+            planned=planned,
+            shape=shape,
+            stream=stream,
+        )
         return Call.new(
             self.settings,
             PreparedRequest("POST", self._urls[endpoint], headers, _encode(body)),
-            spec=spec,
+            spec=checked.spec,
             plan=planned.plan,
             endpoint=endpoint,
             caveat=self.caveat,
-            params=_NO_PARAMS if plain else merged,  # (all in the body: none read by the call)
+            params=_NO_PARAMS if shape == "given" else merged,  # (all in the body: none read)
             many=many,
         )
 
@@ -535,30 +575,29 @@ class ClientCore:
     def _body(
         self,
         prompt: Any,
+        *,
         messages: list[Any] | None,
         endpoint: Endpoint,
         params: Mapping[str, Any],
-        stream: bool,
         planned: Planned,
-        special: bool,
-        plain: bool,
+        shape: Shape,
+        stream: bool,
     ) -> dict[str, Any]:
         """The request body; ``messages`` are the prompt's when it was given as messages,
-        ``special`` whether ``params`` hold any of `_CHECKED`, ``plain`` whether they all go in
-        the body as they are (`_checked` has told)."""
-        # (plain parameters hold no model nor extra_body: neither is looked up)
-        body: dict[str, Any] = {"model": self.model if plain else params.get("model") or self.model}
+        ``shape`` how ``params`` go in it (`_checked` has told)."""
+        given = shape == "given"  # (then they hold no model nor extra_body: neither looked up)
+        body: dict[str, Any] = {"model": self.model if given else params.get("model") or self.model}
         if endpoint == "completions":
             body["prompt"] = prompt
         else:
             body["messages"] = messages or [{"role": "user", "content": prompt}]
         thinking: int | None = 0  # the tokens thinking may take first (`thinking_room`)
         if params:  # as they are (the usual call), or each as its endpoint spells it
-            if plain:
+            if given:
                 body.update(params)
             else:
                 _add_params(body, params, endpoint)
-        if special:  # the rare parameters, told apart once (`_checked`)
+        if shape == "special":  # the rare parameters, told apart once (`_checked`)
             if not REASONING_PARAMS.isdisjoint(params):
                 controls = reasoning_params(params, {})
                 body.update(reasoning_fields(planned.dialect.name, endpoint, controls))
@@ -579,7 +618,7 @@ class ClientCore:
             if planned.dialect.stream_usage:
                 body["stream_options"] = {"include_usage": True}
         body.update(planned.fields)
-        extra = None if plain else params.get("extra_body")
+        extra = None if given else params.get("extra_body")
         if extra:
             merge_extra(body, extra, planned.plan.fields)
         return body

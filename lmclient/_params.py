@@ -36,6 +36,7 @@ __all__ = [
     "Timeouts",
     "ToolCallParams",
     "ToolCreateParams",
+    "as_given",
     "check_params",
     "env_api_key",
     "env_base_url",
@@ -199,32 +200,25 @@ _CHOICES = ("auto", "required", "none")
 PARAMS = {**_BODY_PARAMS, **CALL_PARAMS}
 
 
-def check_params(where: str, params: Mapping[str, Any], *, allow_n: bool = False) -> bool:
+def check_params(where: str, params: Mapping[str, Any], *, allow_n: bool = False) -> None:
     """Reject misspelt or mistyped per-call parameters before anything is sent: each is one
     look-up in `_CHECKS` (`_CALL_CHECKS` where ``n`` and ``probabilities`` are not taken), its
     type one set look-up when it is exactly an accepted type (a subclass is checked with
     `isinstance`), its value checked where its entry says how: a count against its least
     value (`_LEAST`, a comparison: ``max_tokens`` is in most calls), another by a function.
-
-    Returns whether every parameter goes in the body as it is (`AS_GIVEN`, none ``None``), as
-    in the usual call (``temperature``, ``max_tokens``): then building the request reads them
-    no more than that, and the call's settings are the client's. Each entry says whether its
-    parameter is one of `AS_GIVEN`, so that the usual call pays no second look-up."""
+    What the checked parameters ask of the request is `as_given`'s to tell."""
     checks = _CHECKS if allow_n else _CALL_CHECKS
-    as_given = True
     for name, value in params.items():
         check = checks.get(name)
         if check is None:
             if value is None and name in _CREATE_ONLY:  # (``n=None``: the default, taken
-                as_given = False  # everywhere)
-                continue
+                continue  # everywhere)
             raise TypeError(
                 f"{where}() got an unexpected keyword argument {name!r}{_instead(name, checks)}"
             )
-        if value is None:
-            as_given = False  # left out of the body
+        if value is None:  # left out of the body
             continue
-        exact, accepted, least, value_problem, sent = check
+        exact, accepted, least, value_problem = check
         if type(value) not in exact and (
             (isinstance(value, bool) and bool not in accepted) or not isinstance(value, accepted)
         ):
@@ -237,9 +231,16 @@ def check_params(where: str, params: Mapping[str, Any], *, allow_n: bool = False
         if problem:
             shown = "" if name == "headers" else f", not {value!r}"  # may hold a credential
             raise ValueError(f"{where}(): {name} {problem}{shown}")
-        if not sent:
-            as_given = False
-    return as_given
+
+
+def as_given(params: Mapping[str, Any]) -> bool:
+    """Whether every parameter, checked by `check_params`, goes in the body as it is (each one
+    of `AS_GIVEN`, none ``None``), as in the usual call (``temperature``, ``max_tokens``): then
+    building the request reads them no more than that, and the call's settings are the
+    client's. Two passes in C (a set's, then the values' identity with ``None`` first), not a
+    Python loop: the usual call pays for them about what a flag set in `check_params`' loop
+    cost. (A value whose ``==`` claims it is ``None`` only sends the call the general way.)"""
+    return AS_GIVEN.issuperset(params) and None not in params.values()
 
 
 def _instead(name: str, checks: Mapping[str, object]) -> str:
@@ -328,20 +329,12 @@ _VALUE_CHECKS: dict[str, Callable[[Any], str | None]] = {
     "timeout": _seconds,
     **{name: functools.partial(serving_problem, name) for name in SERVING_PARAMS},
 }
-# Each parameter's checks (`check_params`): its accepted types, as a set and as a tuple, its
-# least value or the check of its value, if any, and whether it goes in the body as it is
-# (`AS_GIVEN`).
+# Each parameter's checks (`check_params`): its accepted types, as a set and as a tuple, and its
+# least value or the check of its value, if any.
 _CHECKS: dict[
-    str,
-    tuple[frozenset[type], tuple[type, ...], int | None, Callable[[Any], str | None] | None, bool],
+    str, tuple[frozenset[type], tuple[type, ...], int | None, Callable[[Any], str | None] | None]
 ] = {
-    name: (
-        frozenset(types),
-        types,
-        _LEAST.get(name),
-        _VALUE_CHECKS.get(name),
-        name in AS_GIVEN,
-    )
+    name: (frozenset(types), types, _LEAST.get(name), _VALUE_CHECKS.get(name))
     for name, types in PARAMS.items()
 }
 # The same without `_CREATE_ONLY`'s: the checks of every method but create().

@@ -338,14 +338,13 @@ def test_the_usual_call_is_checked_again_once_the_server_is_known() -> None:
 
 def test_each_parameter_is_one_entry_of_the_checks_table() -> None:
     """`check_params` looks each parameter up once in `_CHECKS`: every parameter has its entry,
-    with its accepted types and whether it is sent as given, and every value check belongs to
-    a parameter; `_CALL_CHECKS` is the same without create()'s own."""
+    with its accepted types, and every value check belongs to a parameter; `_CALL_CHECKS` is
+    the same without create()'s own."""
     assert set(_params._CHECKS) == set(_params.PARAMS)
-    for name, (exact, accepted, least, value_problem, sent) in _params._CHECKS.items():
+    for name, (exact, accepted, least, value_problem) in _params._CHECKS.items():
         assert exact == frozenset(accepted) and accepted == _params.PARAMS[name], name
         assert least == _params._LEAST.get(name), name
         assert value_problem is _params._VALUE_CHECKS.get(name), name
-        assert sent == (name in _params.AS_GIVEN), name
     assert set(_params._VALUE_CHECKS) | set(_params._LEAST) <= set(_params.PARAMS)
     assert set(_params._VALUE_CHECKS).isdisjoint(_params._LEAST)  # one check a value
     assert set(_params._LEAST.values()) == set(_params._TOO_LOW)

@@ -263,20 +263,43 @@ def test_the_api_key_argument_then_lmclient_s_variable_then_openai_s(
     assert _params.env_api_key("sk-given") == "sk-given"
 
 
-def test_check_params_tells_whether_every_parameter_goes_in_the_body_as_given() -> None:
+def test_as_given_tells_whether_every_parameter_goes_in_the_body_as_it_is() -> None:
     """The usual call's parameters go in the body as they are (the request is built with one
     ``dict.update`` and the call keeps the client's settings); a ``None``, a parameter respelt
-    per endpoint or one lmclient reads itself does not."""
-    assert _params.check_params("generate", {"temperature": 0.2, "max_tokens": 8}) is True
-    assert _params.check_params("generate", {}) is True
-    assert _params.check_params("generate", {"temperature": None}) is False
-    assert _params.check_params("generate", {"stop": ["x"], "seed": 1}) is False
-    assert _params.check_params("generate", {"max_retries": 0, "top_p": 0.9}) is False
+    per endpoint or one lmclient reads itself does not (`check_params` only checks)."""
+    assert _params.as_given({"temperature": 0.2, "max_tokens": 8}) is True
+    assert _params.as_given({}) is True
+    assert _params.as_given({"temperature": None}) is False
+    assert _params.as_given({"stop": ["x"], "seed": 1}) is False
+    assert _params.as_given({"max_retries": 0, "top_p": 0.9}) is False
     # create()'s own parameters left at None are taken by every method, and not sent
-    assert _params.check_params("generate", {"n": None, "probabilities": None}) is False
-    assert _params.check_params("create", {"n": 2}, allow_n=True) is True
+    assert _params.as_given({"n": None, "probabilities": None}) is False
+    assert _params.as_given({"n": 2}) is True
     assert _params.AS_GIVEN.isdisjoint(_params.CALL_PARAMS)
     assert _params.AS_GIVEN.isdisjoint(_core._CHECKED)  # `ClientCore._checked` relies on it
+
+
+@pytest.mark.parametrize(
+    ("params", "defaults", "shape"),
+    [
+        ({}, {}, "given"),
+        ({"temperature": 0.2, "max_tokens": 8}, {}, "given"),
+        ({"temperature": 0.2}, {"seed": 1}, "spelt"),
+        ({"stop": ["x"]}, {}, "spelt"),
+        ({"temperature": None}, {}, "spelt"),
+        ({"max_retries": 0}, {}, "spelt"),
+        ({"model": "m2"}, {}, "special"),
+        ({}, {"extra_body": {"k": 1}}, "special"),
+        ({"request_id": "r"}, {}, "special"),
+    ],
+)
+def test_the_shape_of_a_call_is_told_once_by_its_checks(
+    params: dict[str, Any], defaults: dict[str, Any], shape: str
+) -> None:
+    """`ClientCore._checked` tells how the parameters go in the body (`Shape`), the defaults'
+    included, so that building the request asks no more."""
+    core = _core.ClientCore("http://127.0.0.1:9/v1", "m", dialect="vllm", defaults=defaults)
+    assert core._checked("generate", "Q", str, "chat", params).shape == shape
 
 
 @pytest.mark.parametrize(
