@@ -24,8 +24,8 @@ from . import errors
 from ._confidence import Reading, continuation, read, split
 from ._dialects import Endpoint, Plan
 from ._log import log
-from ._output.depth import MAX_DEPTH, nested_deeper, too_deep
-from ._output.types import DECODE_ERRORS, OutputSpec
+from ._output.depth import body_guard
+from ._output.types import OutputSpec
 from ._request import CallSettings, PreparedRequest, Timeouts
 from ._response import Response
 from ._secrets import scrub, scrub_text, secrets_of
@@ -663,13 +663,6 @@ class Continued(Exception):
 _CHAT = msgspec.json.Decoder(ChatCompletion)
 _COMPLETION = msgspec.json.Decoder(Completion)
 
-
-def decode_wire(decoder: msgspec.json.Decoder[Any], body: bytes) -> Any:
-    """A response body decoded, or the `ProtocolError` carrying it: refused unread where it
-    nests deeper than any answer (`lmclient._output.depth`)."""
-    if nested_deeper(body, MAX_DEPTH):
-        raise errors.ProtocolError(f"unexpected response body ({too_deep(MAX_DEPTH)})", body=body)
-    try:
-        return decoder.decode(body)
-    except DECODE_ERRORS as exc:
-        raise errors.ProtocolError(f"unexpected response body ({exc})", body=body) from None
+# A response body decoded, or the `ProtocolError` carrying it: refused unread where it nests
+# deeper than any answer (`lmclient._output.depth`).
+decode_wire = body_guard("response")

@@ -4,9 +4,10 @@ msgspec decodes nested arrays and objects by recursion in C: 100,000 levels of `
 a thread's stack (a SIGSEGV, not an exception: the process dies) where the stack is small (a
 256 KiB thread stack overflows at about 550 levels of objects), and below that, a decoder
 skipping an unknown field raises a bare `RecursionError` at about 1,000. So every body, event
-and output from a server is measured first, and one nested deeper than its bound is refused
-with lmclient's typed error (`ProtocolError` for a body or an event, `ValidationError` for an
-output), carrying what was received.
+and output from a server is decoded through one guard, `guarded_decode`: measured first, and
+one nested deeper than its bound refused with lmclient's typed error, chosen by the caller
+(`ProtocolError` for a body or an event, `ValidationError` for an output), carrying what was
+received; msgspec's own errors become the same error.
 
 The bounds: an output type's own depth where it has a finite one (``Person`` with a
 ``list[str]`` field: 2; a value nested deeper cannot be one, whatever its unknown fields hold),
@@ -53,12 +54,24 @@ would have failed to decode anyway.
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import msgspec
 
-__all__ = ["MAX_DEPTH", "nested_deeper", "too_deep", "type_depth"]
+from lmclient.errors import ProtocolError
+
+__all__ = [
+    "DECODE_ERRORS",
+    "MAX_DEPTH",
+    "Fail",
+    "body_guard",
+    "guarded_decode",
+    "nested_deeper",
+    "type_depth",
+]
 
 MAX_DEPTH = 128  # levels of arrays and objects: about a quarter of a 256 KiB stack in msgspec
 # Text with at most this many brackets is not measured: it nests at most this deep, which msgspec
@@ -73,6 +86,43 @@ _NOT_ESCAPED = bytes(b for b in range(256) if b not in b'"[]{}\\/bfnrtu')
 _OBJECTS_AS_ARRAYS = bytes.maketrans(b"{}", b"[]")
 # Bytes as ints: ``92 in data`` is a memchr, ``b"\\" in data`` first fails to read an int.
 _BACKSLASH, _QUOTE, _OPEN = b'\\"['
+
+# What decoding a server's bytes can raise: msgspec's errors, and RecursionError for JSON nested
+# deeper than msgspec follows (the bound on nesting); each becomes an lmclient error.
+DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
+
+T = TypeVar("T")
+D = TypeVar("D", bound="str | bytes")
+# A refusal's typed error, chosen by the caller of `guarded_decode`: made from its detail (the
+# depth refused, or msgspec's message) and the text refused, which it carries.
+Fail = Callable[[str, D], Exception]
+
+
+def guarded_decode(bound: int, fail: Fail[D], decoder: msgspec.json.Decoder[T], data: D) -> T:
+    """``data`` decoded by ``decoder``: the one guard every body, event and output passes. Text
+    nested deeper than ``bound`` is refused unread (`nested_deeper`); a refusal, or msgspec's
+    error, is raised as ``fail(detail, data)``: a `ProtocolError` for a server's body or event
+    (`body_guard`), a `ValidationError` for an output. The arguments come in the order callers
+    bind them (``functools.partial``: the bound and the error once per call-site, the decoder
+    once per type), so that the guard, on a call's path twice, is one Python call each time."""
+    # The length test is the measure's own first one, here to spare calling it on a text too
+    # short to hold `COUNTED` brackets: the usual output.
+    if len(data) > COUNTED and nested_deeper(data, bound):
+        raise fail(_too_deep(bound), data)
+    try:
+        return decoder.decode(data)
+    except DECODE_ERRORS as exc:
+        raise fail(str(exc), data) from None
+
+
+def body_guard(what: str) -> Callable[[msgspec.json.Decoder[T], bytes], T]:
+    """`guarded_decode` for a server's bodies of ``what`` (``"response"``, ``"embeddings"``...):
+    held to `MAX_DEPTH`, refused with a `ProtocolError` carrying the body."""
+
+    def fail(detail: str, body: bytes) -> ProtocolError:
+        return ProtocolError(f"unexpected {what} body ({detail})", body=body)
+
+    return functools.partial(guarded_decode, MAX_DEPTH, fail)
 
 
 def nested_deeper(data: str | bytes, bound: int) -> bool:
@@ -117,7 +167,7 @@ def _deeper(brackets: bytes, bound: int) -> bool:
     return _OPEN in brackets
 
 
-def too_deep(bound: int) -> str:
+def _too_deep(bound: int) -> str:
     """The message of a refusal."""
     return f"JSON nested deeper than {bound} levels of arrays and objects, refused unread"
 
