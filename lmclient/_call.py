@@ -24,7 +24,7 @@ from . import errors
 from ._confidence import Reading, continuation, read, split
 from ._dialects import Endpoint, Plan
 from ._log import log
-from ._output.depth import body_guard
+from ._output.depth import body_decoder
 from ._output.types import OutputSpec
 from ._request import CallSettings, PreparedRequest, Timeouts
 from ._response import Response
@@ -48,7 +48,6 @@ __all__ = [
     "Continued",
     "Listing",
     "Lookup",
-    "decode_wire",
     "name_request",
 ]
 
@@ -262,8 +261,8 @@ class Call(Attempts, kw_only=True):
         if self.answer is not None:
             return self._continued(body)
         if self.endpoint == "chat":
-            return self._chat(decode_wire(_CHAT, body), body, headers)
-        return self._completion(decode_wire(_COMPLETION, body), body, headers)
+            return self._chat(_CHAT(body), body, headers)
+        return self._completion(_COMPLETION(body), body, headers)
 
     def reask(self, exc: errors.ValidationError) -> Call:
         """The call that asks again after an invalid answer, with that answer and the reason
@@ -543,12 +542,12 @@ class Call(Attempts, kw_only=True):
         assert answer is not None and reading is not None
         tokens: list[TokenLogprob] | None = None
         if self.endpoint == "chat":
-            chat: ChatCompletion = decode_wire(_CHAT, body)
+            chat: ChatCompletion = _CHAT(body)
             usage = chat.usage
             if chat.choices and chat.choices[0].logprobs is not None:
                 tokens = chat.choices[0].logprobs.content
         else:
-            completion: Completion = decode_wire(_COMPLETION, body)
+            completion: Completion = _COMPLETION(body)
             usage = completion.usage
             if completion.choices and completion.choices[0].logprobs is not None:
                 tokens = completion.choices[0].logprobs.normalized()
@@ -660,9 +659,7 @@ class Continued(Exception):
         self.call = call
 
 
-_CHAT = msgspec.json.Decoder(ChatCompletion)
-_COMPLETION = msgspec.json.Decoder(Completion)
-
 # A response body decoded, or the `ProtocolError` carrying it: refused unread where it nests
 # deeper than any answer (`lmclient._output.depth`).
-decode_wire = body_guard("response")
+_CHAT = body_decoder(ChatCompletion, "response")
+_COMPLETION = body_decoder(Completion, "response")

@@ -36,7 +36,7 @@ import msgspec
 from . import errors
 from ._call import Lookup
 from ._core import _messages
-from ._output.depth import body_guard
+from ._output.depth import body_decoder
 from ._params import Prompt, check_params
 from ._request import PreparedRequest
 from ._wire.protocol import Usage
@@ -143,12 +143,9 @@ class _InputTokens(msgspec.Struct):
     input_tokens: Annotated[int, msgspec.Meta(ge=0)]
 
 
-_BATCH = msgspec.json.Decoder(_Batch)
-_INPUT_TOKENS = msgspec.json.Decoder(_InputTokens)
-_TOKENS = msgspec.json.Decoder(_Tokens)
-_embeddings_body = body_guard("embeddings")
-_tokenize_body = body_guard("tokenize")
-_token_count_body = body_guard("token count")
+_BATCH = body_decoder(_Batch, "embeddings")
+_INPUT_TOKENS = body_decoder(_InputTokens, "token count")
+_TOKENS = body_decoder(_Tokens, "tokenize")
 _encode = msgspec.json.Encoder().encode
 
 
@@ -157,7 +154,7 @@ def decode_embeddings(body: bytes, expected: int, dimensions: int | None = None)
     (by ``index``) as float32 arrays; a `ProtocolError` carrying the body for anything else:
     bad JSON or base64, a byte length that is not whole float32s, a missing, repeated or
     extra index, vectors of different lengths, or not of the ``dimensions`` asked."""
-    batch = _embeddings_body(_BATCH, body)
+    batch = _BATCH(body)
     items = batch.data
     if len(items) != expected:
         raise errors.ProtocolError(f"{len(items)} embeddings for {expected} inputs", body=body)
@@ -414,7 +411,7 @@ def check_tokens(
 
 
 def _token_ids(body: bytes) -> list[int]:
-    answer = _tokenize_body(_TOKENS, body)
+    answer = _TOKENS(body)
     if answer.count is not None and answer.count != len(answer.tokens):
         raise errors.ProtocolError(
             f"the tokenize answer counts {answer.count} tokens but lists {len(answer.tokens)}",
@@ -428,4 +425,4 @@ def _token_count(body: bytes) -> int:
 
 
 def _input_tokens(body: bytes) -> int:
-    return _token_count_body(_INPUT_TOKENS, body).input_tokens
+    return _INPUT_TOKENS(body).input_tokens

@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from . import errors
-from ._output.depth import body_guard
+from ._output.depth import body_decoder
 
 __all__ = ["ErrorInfo", "api_error", "error_info", "retry_after", "shown_text"]
 
@@ -35,7 +35,7 @@ def api_error(status: int, headers: Mapping[str, str], body: bytes) -> errors.AP
     """The typed error for an error response, from any server's envelope; ``headers`` has
     lower-case names (a transport's), kept for `APIStatusError.headers`."""
     try:
-        decoded: Any = _error_body(_ANY, body)
+        decoded: Any = _error_body(body)
     except errors.ProtocolError:  # not JSON, or nested too deep: read as text
         decoded = body.decode("utf-8", "replace")
     info = error_info(decoded)
@@ -94,8 +94,7 @@ def shown_text(text: str, headers: Mapping[str, str]) -> str:
 
 
 SHOWN_CHARS = 500  # of a body in no envelope, in a message
-_ANY = msgspec.json.Decoder()
-_error_body = body_guard("error")  # its refusal is caught: the body is then read as text
+_error_body = body_decoder(Any, "error")  # its refusal is caught: the body is then read as text
 _HTML = re.compile(r"<(?:!doctype html|html|head|body|title)\b", re.IGNORECASE)
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title", re.IGNORECASE | re.DOTALL)
 _TAG = re.compile(r"<[^>]*>")

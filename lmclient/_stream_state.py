@@ -6,14 +6,13 @@ shells behave alike.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
 from . import errors
-from ._output.depth import MAX_DEPTH, guarded_decode
+from ._output.depth import MAX_DEPTH, guarded_decoder
 from ._secrets import scrub
 from ._status import api_error
 from ._wire.protocol import (
@@ -256,8 +255,8 @@ def _bad_event(detail: str, data: bytes) -> errors.ProtocolError:
 
 
 # An event's chunk, or the `ProtocolError` carrying the event (`lmclient._output.depth`).
-_chunk = functools.partial(guarded_decode, MAX_DEPTH, _bad_event, msgspec.json.Decoder(StreamChunk))
-_any = msgspec.json.Decoder()
+_chunk = guarded_decoder(MAX_DEPTH, _bad_event, msgspec.json.Decoder(StreamChunk))
+_error_event = guarded_decoder(MAX_DEPTH, _bad_event, msgspec.json.Decoder())
 _measured = msgspec.json.Decoder(Measured).decode
 
 
@@ -270,7 +269,7 @@ def _event_error(data: bytes, headers: Mapping[str, str] | None) -> errors.APISt
     its headers are the stream's."""
     status = 500
     try:
-        decoded = guarded_decode(MAX_DEPTH, _bad_event, _any, data)
+        decoded = _error_event(data)
     except errors.ProtocolError:  # not JSON: the status stays 5xx, `api_error` reads the text
         decoded = None
     inner = decoded.get("error", decoded) if isinstance(decoded, dict) else None

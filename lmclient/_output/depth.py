@@ -4,7 +4,7 @@ msgspec decodes nested arrays and objects by recursion in C: 100,000 levels of `
 a thread's stack (a SIGSEGV, not an exception: the process dies) where the stack is small (a
 256 KiB thread stack overflows at about 550 levels of objects), and below that, a decoder
 skipping an unknown field raises a bare `RecursionError` at about 1,000. So every body, event
-and output from a server is decoded through one guard, `guarded_decode`: measured first, and
+and output from a server is decoded through one guard, `guarded_decoder`: measured first, and
 one nested deeper than its bound refused with lmclient's typed error, chosen by the caller
 (`ProtocolError` for a body or an event, `ValidationError` for an output), carrying what was
 received; msgspec's own errors become the same error.
@@ -54,10 +54,9 @@ would have failed to decode anyway.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import msgspec
 
@@ -67,8 +66,9 @@ __all__ = [
     "DECODE_ERRORS",
     "MAX_DEPTH",
     "Fail",
-    "body_guard",
-    "guarded_decode",
+    "Guarded",
+    "body_decoder",
+    "guarded_decoder",
     "nested_deeper",
     "type_depth",
 ]
@@ -93,36 +93,42 @@ DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 
 T = TypeVar("T")
 D = TypeVar("D", bound="str | bytes")
-# A refusal's typed error, chosen by the caller of `guarded_decode`: made from its detail (the
+# A refusal's typed error, chosen by the caller of `guarded_decoder`: made from its detail (the
 # depth refused, or msgspec's message) and the text refused, which it carries.
 Fail = Callable[[str, D], Exception]
+Guarded = Callable[[D], T]  # a guarded decoder: text in, a value or the caller's error out
 
 
-def guarded_decode(bound: int, fail: Fail[D], decoder: msgspec.json.Decoder[T], data: D) -> T:
-    """``data`` decoded by ``decoder``: the one guard every body, event and output passes. Text
-    nested deeper than ``bound`` is refused unread (`nested_deeper`); a refusal, or msgspec's
-    error, is raised as ``fail(detail, data)``: a `ProtocolError` for a server's body or event
-    (`body_guard`), a `ValidationError` for an output. The arguments come in the order callers
-    bind them (``functools.partial``: the bound and the error once per call-site, the decoder
-    once per type), so that the guard, on a call's path twice, is one Python call each time."""
-    # The length test is the measure's own first one, here to spare calling it on a text too
-    # short to hold `COUNTED` brackets: the usual output.
-    if len(data) > COUNTED and nested_deeper(data, bound):
-        raise fail(_too_deep(bound), data)
-    try:
-        return decoder.decode(data)
-    except DECODE_ERRORS as exc:
-        raise fail(str(exc), data) from None
+def guarded_decoder(bound: int, fail: Fail[D], decoder: msgspec.json.Decoder[T]) -> Guarded[D, T]:
+    """``decoder`` behind the one guard every body, event and output passes: text nested
+    deeper than ``bound`` is refused unread (`nested_deeper`), and a refusal, or msgspec's
+    error, is raised as ``fail(detail, text)``: a `ProtocolError` for a server's body or event
+    (`body_decoder`), a `ValidationError` for an output. Made once per type and call-site, so
+    that a decode is one Python call, as ``decoder.decode`` behind an inline check would be."""
+
+    def decode(data: D) -> T:
+        if nested_deeper(data, bound):
+            raise fail(_too_deep(bound), data)
+        try:
+            return decoder.decode(data)
+        except DECODE_ERRORS as exc:
+            raise fail(str(exc), data) from None
+
+    return decode
 
 
-def body_guard(what: str) -> Callable[[msgspec.json.Decoder[T], bytes], T]:
-    """`guarded_decode` for a server's bodies of ``what`` (``"response"``, ``"embeddings"``...):
-    held to `MAX_DEPTH`, refused with a `ProtocolError` carrying the body."""
+@overload
+def body_decoder(tp: type[T], what: str) -> Guarded[bytes, T]: ...
+@overload
+def body_decoder(tp: Any, what: str) -> Guarded[bytes, Any]: ...
+def body_decoder(tp: Any, what: str) -> Guarded[bytes, Any]:
+    """A decoder of a server's bodies of ``what`` (``"response"``, ``"embeddings"``...) into
+    ``tp``: held to `MAX_DEPTH`, refused with a `ProtocolError` carrying the body."""
 
     def fail(detail: str, body: bytes) -> ProtocolError:
         return ProtocolError(f"unexpected {what} body ({detail})", body=body)
 
-    return functools.partial(guarded_decode, MAX_DEPTH, fail)
+    return guarded_decoder(MAX_DEPTH, fail, msgspec.json.Decoder(tp))
 
 
 def nested_deeper(data: str | bytes, bound: int) -> bool:

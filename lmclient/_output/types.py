@@ -21,7 +21,7 @@ import msgspec
 
 from lmclient.errors import ValidationError
 
-from .depth import DECODE_ERRORS, MAX_DEPTH, guarded_decode, type_depth
+from .depth import DECODE_ERRORS, MAX_DEPTH, guarded_decoder, type_depth
 from .markers import Choice, Grammar, JsonSchema, Regex
 from .patterns import DECIMAL_PATTERN, INT_KEY_PATTERN, SCALAR_GBNF, SCALAR_PATTERNS, anchored
 
@@ -112,12 +112,11 @@ class OutputSpec(Generic[T]):
             schema["$defs"] = defs
         decode_json = self.decode_json
         fail = functools.partial(_validation_error, self.output_type)
-        wrapper = msgspec.json.Decoder(_Wrapped)
+        # (the wrapper's level, then the type's)
+        wrapper = guarded_decoder(MAX_DEPTH + 1, fail, msgspec.json.Decoder(_Wrapped))
 
         def decode(text: str) -> T:
-            # (the wrapper's level, then the type's)
-            raw = guarded_decode(MAX_DEPTH + 1, fail, wrapper, text).value
-            return decode_json(bytes(raw))
+            return decode_json(bytes(wrapper(text).value))
 
         return schema, decode
 
@@ -209,7 +208,7 @@ def _type_name(tp: Any) -> str:
 
 def _validation_error(tp: Any, detail: object, text: str | bytes) -> ValidationError:
     """The refusal of an output of ``tp``: its ``detail`` (a message, or the error that says
-    it), and the text refused. Bound to ``tp``, the `guarded_decode` failure of an output."""
+    it), and the text refused. Bound to ``tp``, the `guarded_decoder` failure of an output."""
     shown = text if isinstance(text, str) else text.decode("utf-8", "replace")
     return ValidationError(str(detail), text=shown, output_type=tp)
 
@@ -219,7 +218,7 @@ def json_decoder(tp: Any, reported: Any = None) -> Callable[[str | bytes], Any]:
     user's output type) when given. The call's value and a stream's items decode through it."""
     shown = tp if reported is None else reported
     fail = functools.partial(_validation_error, shown)
-    return functools.partial(guarded_decode, type_depth(tp), fail, msgspec.json.Decoder(tp))
+    return guarded_decoder(type_depth(tp), fail, msgspec.json.Decoder(tp))
 
 
 def _plain_json(tp: Any) -> Callable[[str | bytes], Any]:

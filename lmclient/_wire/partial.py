@@ -13,7 +13,6 @@ fails its decoder, and the whole value is validated at the end of the stream as 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import operator
 import re
 import sys
@@ -24,7 +23,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from lmclient._output.depth import MAX_DEPTH, Fail, guarded_decode, type_depth
+from lmclient._output.depth import MAX_DEPTH, Fail, guarded_decoder, type_depth
 from lmclient._output.markers import JsonSchema
 from lmclient._output.types import OutputSpec
 from lmclient._wire.progressive import JsonProgress, Partial
@@ -199,7 +198,7 @@ def _located(detail: str, key: str) -> str:
 
 def _refused(key: str | None, owner: Any) -> Fail[str]:
     """The refusal of field ``key``'s value (located from the root), or of a ``dict``'s pair
-    (``None``: its text names the key), as `guarded_decode` raises it."""
+    (``None``: its text names the key), as `guarded_decoder` raises it."""
 
     def fail(detail: str, text: str) -> ValidationError:
         located = detail if key is None else _located(detail, key)
@@ -210,7 +209,7 @@ def _refused(key: str | None, owner: Any) -> Fail[str]:
 
 def _msgspec_field(key: str, tp: Any, owner: Any) -> Decode:
     decoder = msgspec.json.Decoder(tp)
-    return functools.partial(guarded_decode, type_depth(tp), _refused(key, owner), decoder)
+    return guarded_decoder(type_depth(tp), _refused(key, owner), decoder)
 
 
 def _type_fields(tp: Any, owner: Any) -> Fields:
@@ -222,9 +221,7 @@ def _type_fields(tp: Any, owner: Any) -> Fields:
     info = msgspec.inspect.type_info(tp)
     mi = msgspec.inspect
     if isinstance(info, mi.DictType):
-        pairs = functools.partial(
-            guarded_decode, MAX_DEPTH, _refused(None, owner), msgspec.json.Decoder(tp)
-        )
+        pairs = guarded_decoder(MAX_DEPTH, _refused(None, owner), msgspec.json.Decoder(tp))
 
         def pair(key: str, text: str) -> tuple[Any, Any]:
             ((k, v),) = pairs(f"{{{key}:{text}}}").items()
@@ -330,7 +327,7 @@ def _schema_fields(marker: JsonSchema) -> Fields:
         if not checks:
             return None
         fail = _refused(key, marker)
-        value = guarded_decode(MAX_DEPTH, fail, plain, text)
+        value = guarded_decoder(MAX_DEPTH, fail, plain)(text)
         for check in checks:
             detail = check(value)
             if detail is not None:
@@ -358,7 +355,7 @@ def _schema_field_check(check: Callable[[Any], None]) -> Callable[[Any], str | N
 
 def _schema_field(key: str, check: Callable[[Any], None], marker: JsonSchema) -> Decode:
     fail = _refused(key, marker)
-    plain = functools.partial(guarded_decode, MAX_DEPTH, fail, msgspec.json.Decoder())
+    plain = guarded_decoder(MAX_DEPTH, fail, msgspec.json.Decoder())
     run = _schema_field_check(check)
 
     def decode(text: str) -> Any:

@@ -6,7 +6,7 @@ The crash is checked where it happened: in a subprocess (a crash there fails the
 of killing pytest), a thread with ``threading.stack_size(256 * 1024)`` calls a client against
 the fake (over real loopback sockets), which answers 100,000-deep content, body, stream event,
 error body and error event (``event: error``, which crashed the process until every decode went
-through `guarded_decode`). The bounds themselves are checked in-process
+through `guarded_decoder`). The bounds themselves are checked in-process
 (`lmclient._output.depth`)."""
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ def test_output_deeper_than_its_type_is_a_validation_error() -> None:
 
 
 class Refused(Exception):
-    """A caller's own error, to see that `guarded_decode` raises what the caller chose."""
+    """A caller's own error, to see that `guarded_decoder` raises what the caller chose."""
 
 
 def refused(detail: str, data: str | bytes) -> Refused:
@@ -175,27 +175,27 @@ def refused(detail: str, data: str | bytes) -> Refused:
 
 
 def test_the_guard_decodes_and_raises_the_caller_s_error() -> None:
-    person = msgspec.json.Decoder(Person)
-    assert depth.guarded_decode(2, refused, person, '{"name": "a", "tags": []}') == Person("a", [])
+    person = depth.guarded_decoder(2, refused, msgspec.json.Decoder(Person))
+    assert person('{"name": "a", "tags": []}') == Person("a", [])
     deep = '{"name": "a", "tags": [], "x": ' + "[" * 300 + "]" * 300 + "}"
     with pytest.raises(Refused) as caught:
-        depth.guarded_decode(2, refused, person, deep)
+        person(deep)
     assert caught.value.args == ("JSON nested deeper than 2 levels of arrays and objects, "
                                  "refused unread", deep)  # fmt: skip
     with pytest.raises(Refused) as caught:  # msgspec's error, its message kept
-        depth.guarded_decode(2, refused, person, b'{"name": 1}')
+        person(b'{"name": 1}')
     assert caught.value.args == ("Expected `str`, got `int` - at `$.name`", b'{"name": 1}')
     assert caught.value.__suppress_context__  # raised from None: msgspec's error is not chained
 
 
-def test_a_body_guard_raises_a_protocol_error_carrying_the_body() -> None:
-    guard = depth.body_guard("rerank")
-    assert guard(msgspec.json.Decoder(list[int]), b"[1]") == [1]
+def test_a_body_decoder_raises_a_protocol_error_carrying_the_body() -> None:
+    ranks = depth.body_decoder(list[int], "rerank")
+    assert ranks(b"[1]") == [1]
     body = b"[" * 300 + b"]" * 300
     with pytest.raises(lmclient.ProtocolError, match=r"^unexpected rerank body \(JSON nested"):
-        guard(msgspec.json.Decoder(), body)
+        ranks(body)
     with pytest.raises(lmclient.ProtocolError, match=r"^unexpected rerank body \(Expected") as e:
-        guard(msgspec.json.Decoder(list[int]), b'["a"]')
+        ranks(b'["a"]')
     assert e.value.body == b'["a"]'
 
 
