@@ -25,8 +25,8 @@ from . import errors
 from ._confidence import Reading, continuation, read, split
 from ._dialects import Endpoint, Plan
 from ._log import log
-from ._output.depth import MAX_DEPTH, nested_deeper, too_deep
-from ._output.types import DECODE_ERRORS, OutputSpec
+from ._output.depth import body_decoder
+from ._output.types import OutputSpec
 from ._request import CallSettings, PreparedRequest, Timeouts
 from ._response import Response
 from ._secrets import scrub, scrub_text, secrets_of
@@ -49,7 +49,6 @@ __all__ = [
     "Listing",
     "Lookup",
     "Next",
-    "decode_wire",
     "name_request",
 ]
 
@@ -270,9 +269,9 @@ class Call(Attempts, kw_only=True):
             if self.answer is not None:
                 return self._continued(body)
             if self.endpoint == "chat":
-                response = self._chat(decode_wire(_CHAT, body), body, headers)
+                response = self._chat(_CHAT(body), body, headers)
             else:
-                response = self._completion(decode_wire(_COMPLETION, body), body, headers)
+                response = self._completion(_COMPLETION(body), body, headers)
             return response if not self.probabilities else self._with_probabilities(response)
         except errors.ValidationError as exc:
             return Next(call=self.reask(exc), invalid=exc)
@@ -557,12 +556,12 @@ class Call(Attempts, kw_only=True):
         assert answer is not None and reading is not None
         tokens: list[TokenLogprob] | None = None
         if self.endpoint == "chat":
-            chat: ChatCompletion = decode_wire(_CHAT, body)
+            chat: ChatCompletion = _CHAT(body)
             usage = chat.usage
             if chat.choices and chat.choices[0].logprobs is not None:
                 tokens = chat.choices[0].logprobs.content
         else:
-            completion: Completion = decode_wire(_COMPLETION, body)
+            completion: Completion = _COMPLETION(body)
             usage = completion.usage
             if completion.choices and completion.choices[0].logprobs is not None:
                 tokens = completion.choices[0].logprobs.normalized()
@@ -677,16 +676,7 @@ class Next(msgspec.Struct, frozen=True, kw_only=True):
     invalid: errors.ValidationError | None = None
 
 
-_CHAT = msgspec.json.Decoder(ChatCompletion)
-_COMPLETION = msgspec.json.Decoder(Completion)
-
-
-def decode_wire(decoder: msgspec.json.Decoder[Any], body: bytes) -> Any:
-    """A response body decoded, or the `ProtocolError` carrying it: refused unread where it
-    nests deeper than any answer (`lmclient._output.depth`)."""
-    if nested_deeper(body, MAX_DEPTH):
-        raise errors.ProtocolError(f"unexpected response body ({too_deep(MAX_DEPTH)})", body=body)
-    try:
-        return decoder.decode(body)
-    except DECODE_ERRORS as exc:
-        raise errors.ProtocolError(f"unexpected response body ({exc})", body=body) from None
+# A response body decoded, or the `ProtocolError` carrying it: refused unread where it nests
+# deeper than any answer (`lmclient._output.depth`).
+_CHAT = body_decoder(ChatCompletion, "response")
+_COMPLETION = body_decoder(Completion, "response")

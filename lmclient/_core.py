@@ -21,7 +21,7 @@ import httpx
 import msgspec
 
 from . import _confidence, errors
-from ._call import Call, Listing, Lookup, decode_wire
+from ._call import Call, Listing, Lookup
 from ._config import UDS_BASE_URL, client_headers, client_uds, client_url
 from ._dialects import (
     OWNED_PROBES,
@@ -35,6 +35,7 @@ from ._dialects import (
 )
 from ._extra import merge_extra
 from ._media import check_media, content_media, prompt_messages, wire_messages
+from ._output.depth import body_decoder
 from ._output.types import OutputSpec, compile_output
 from ._params import (
     CALL_PARAMS,
@@ -661,11 +662,11 @@ _CHECKED = (
 
 
 def model_ids(body: bytes) -> list[str]:
-    return [m.id for m in decode_wire(_MODEL_LIST, body).data]
+    return [m.id for m in _MODEL_LIST(body).data]
 
 
 def listing(body: bytes) -> Listing:
-    cards = decode_wire(_MODEL_LIST, body).data
+    cards = _MODEL_LIST(body).data
     found = Listing(card.id for card in cards)
     owners = {card.owned_by for card in cards}
     owner = owners.pop() if len(owners) == 1 else None
@@ -674,9 +675,9 @@ def listing(body: bytes) -> Listing:
 
 
 def json_object(body: bytes) -> dict[str, Any]:
-    answer: dict[str, Any] = decode_wire(_JSON_OBJECT, body)
+    answer: dict[str, Any] = _JSON_OBJECT(body)
     return answer
 
 
-_MODEL_LIST = msgspec.json.Decoder(ModelList)
-_JSON_OBJECT = msgspec.json.Decoder(dict[str, Any])
+_MODEL_LIST = body_decoder(ModelList, "response")
+_JSON_OBJECT = body_decoder(dict[str, Any], "response")

@@ -36,8 +36,7 @@ import msgspec
 from . import errors
 from ._call import Lookup
 from ._media import content_media, prompt_messages, wire_messages
-from ._output.depth import MAX_DEPTH, nested_deeper, too_deep
-from ._output.types import DECODE_ERRORS
+from ._output.depth import body_decoder
 from ._params import Prompt, check_params
 from ._request import PreparedRequest
 from ._wire.protocol import Usage
@@ -145,9 +144,9 @@ class _InputTokens(msgspec.Struct):
     input_tokens: Annotated[int, msgspec.Meta(ge=0)]
 
 
-_BATCH = msgspec.json.Decoder(_Batch)
-_INPUT_TOKENS = msgspec.json.Decoder(_InputTokens)
-_TOKENS = msgspec.json.Decoder(_Tokens)
+_BATCH = body_decoder(_Batch, "embeddings")
+_INPUT_TOKENS = body_decoder(_InputTokens, "token count")
+_TOKENS = body_decoder(_Tokens, "tokenize")
 _encode = msgspec.json.Encoder().encode
 
 
@@ -156,12 +155,7 @@ def decode_embeddings(body: bytes, expected: int, dimensions: int | None = None)
     (by ``index``) as float32 arrays; a `ProtocolError` carrying the body for anything else:
     bad JSON or base64, a byte length that is not whole float32s, a missing, repeated or
     extra index, vectors of different lengths, or not of the ``dimensions`` asked."""
-    try:
-        if nested_deeper(body, MAX_DEPTH):
-            raise msgspec.DecodeError(too_deep(MAX_DEPTH))
-        batch = _BATCH.decode(body)
-    except DECODE_ERRORS as exc:
-        raise errors.ProtocolError(f"unexpected embeddings body ({exc})", body=body) from None
+    batch = _BATCH(body)
     items = batch.data
     if len(items) != expected:
         raise errors.ProtocolError(f"{len(items)} embeddings for {expected} inputs", body=body)
@@ -427,12 +421,7 @@ def check_tokens(
 
 
 def _token_ids(body: bytes) -> list[int]:
-    try:
-        if nested_deeper(body, MAX_DEPTH):
-            raise msgspec.DecodeError(too_deep(MAX_DEPTH))
-        answer = _TOKENS.decode(body)
-    except DECODE_ERRORS as exc:
-        raise errors.ProtocolError(f"unexpected tokenize body ({exc})", body=body) from None
+    answer = _TOKENS(body)
     if answer.count is not None and answer.count != len(answer.tokens):
         raise errors.ProtocolError(
             f"the tokenize answer counts {answer.count} tokens but lists {len(answer.tokens)}",
@@ -446,9 +435,4 @@ def _token_count(body: bytes) -> int:
 
 
 def _input_tokens(body: bytes) -> int:
-    try:
-        if nested_deeper(body, MAX_DEPTH):
-            raise msgspec.DecodeError(too_deep(MAX_DEPTH))
-        return _INPUT_TOKENS.decode(body).input_tokens
-    except DECODE_ERRORS as exc:
-        raise errors.ProtocolError(f"unexpected token count body ({exc})", body=body) from None
+    return _INPUT_TOKENS(body).input_tokens

@@ -40,8 +40,7 @@ import msgspec
 from . import errors
 from ._call import Lookup
 from ._embeddings import attempt_params
-from ._output.depth import MAX_DEPTH, nested_deeper, too_deep
-from ._output.types import DECODE_ERRORS
+from ._output.depth import body_decoder
 from ._request import PreparedRequest
 from ._servers import SERVERS, release
 
@@ -153,19 +152,10 @@ class _Classes(msgspec.Struct, gc=False):
     data: list[_Classified]
 
 
-_RANKING = msgspec.json.Decoder(_Ranking | list[_Ranked])
-_SCORES = msgspec.json.Decoder(_Scores)
-_CLASSES = msgspec.json.Decoder(_Classes)
+_RANKING = body_decoder(_Ranking | list[_Ranked], "rerank")
+_SCORES = body_decoder(_Scores, "score")
+_CLASSES = body_decoder(_Classes, "classify")
 _encode = msgspec.json.Encoder().encode
-
-
-def _decode(decoder: msgspec.json.Decoder[Any], body: bytes, what: str) -> Any:
-    try:
-        if nested_deeper(body, MAX_DEPTH):
-            raise msgspec.DecodeError(too_deep(MAX_DEPTH))
-        return decoder.decode(body)
-    except DECODE_ERRORS as exc:
-        raise errors.ProtocolError(f"unexpected {what} body ({exc})", body=body) from None
 
 
 def _placed(items: Sequence[Any], size: int, body: bytes, what: str) -> list[Any]:
@@ -184,7 +174,7 @@ def decode_ranking(body: bytes, documents: Sequence[str], top_n: int | None) -> 
     """A rerank answer for ``documents``, best first (ties in the documents' order), cut to
     ``top_n``: Jina's ``{results: [...]}`` or SGLang's bare array, each result's score under
     either name. The server may have cut the answer to ``top_n`` already, or not."""
-    answer = _decode(_RANKING, body, "rerank")
+    answer = _RANKING(body)
     items = answer.results if isinstance(answer, _Ranking) else answer
     size = len(documents)
     wanted = size if top_n is None else min(top_n, size)
@@ -208,7 +198,7 @@ def decode_ranking(body: bytes, documents: Sequence[str], top_n: int | None) -> 
 
 def decode_scores(body: bytes, pairs: int) -> list[float]:
     """A score answer for ``pairs`` pairs: one score per pair, in the pairs' order."""
-    items = _decode(_SCORES, body, "score").data
+    items = _SCORES(body).data
     if len(items) != pairs:
         raise errors.ProtocolError(f"{len(items)} scores for {pairs} pairs", body=body)
     return [item.score for item in _placed(items, pairs, body, "score")]
@@ -217,7 +207,7 @@ def decode_scores(body: bytes, pairs: int) -> list[float]:
 def decode_classes(body: bytes, texts: int) -> list[Classification]:
     """A classify answer for ``texts`` texts: one class per text, in the texts' order, each
     with as many probabilities as the classes the server counts."""
-    items = _decode(_CLASSES, body, "classify").data
+    items = _CLASSES(body).data
     if len(items) != texts:
         raise errors.ProtocolError(f"{len(items)} classes for {texts} texts", body=body)
     out = []

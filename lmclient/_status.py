@@ -16,8 +16,7 @@ from typing import Any
 import msgspec
 
 from . import errors
-from ._output.depth import MAX_DEPTH, nested_deeper
-from ._output.types import DECODE_ERRORS
+from ._output.depth import body_decoder
 
 __all__ = ["ErrorInfo", "api_error", "error_info", "retry_after", "shown_text"]
 
@@ -36,10 +35,8 @@ def api_error(status: int, headers: Mapping[str, str], body: bytes) -> errors.AP
     """The typed error for an error response, from any server's envelope; ``headers`` has
     lower-case names (a transport's), kept for `APIStatusError.headers`."""
     try:
-        if nested_deeper(body, MAX_DEPTH):  # read as text (`lmclient._output.depth`)
-            raise msgspec.DecodeError
-        decoded: Any = msgspec.json.decode(body)
-    except DECODE_ERRORS:
+        decoded: Any = _error_body(body)
+    except errors.ProtocolError:  # not JSON, or nested too deep: read as text
         decoded = body.decode("utf-8", "replace")
     info = error_info(decoded)
     if info is not None:
@@ -97,6 +94,7 @@ def shown_text(text: str, headers: Mapping[str, str]) -> str:
 
 
 SHOWN_CHARS = 500  # of a body in no envelope, in a message
+_error_body = body_decoder(Any, "error")  # its refusal is caught: the body is then read as text
 _HTML = re.compile(r"<(?:!doctype html|html|head|body|title)\b", re.IGNORECASE)
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title", re.IGNORECASE | re.DOTALL)
 _TAG = re.compile(r"<[^>]*>")

@@ -10,13 +10,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, overload
 
-import msgspec
-
 from . import errors
 from ._call import name_request
 from ._headers import Headers
-from ._output.depth import nested_deeper, too_deep, type_depth
-from ._output.types import DECODE_ERRORS
+from ._output.types import json_decoder
 from ._response import Response
 from ._stream_state import StreamState
 from ._tools import Args, decode_calls, one_or_two
@@ -53,7 +50,8 @@ class _Snapshots(Protocol[S_co]):
 
 
 def _item_decoder(state: StreamState) -> Callable[[str], Any]:
-    """A decoder for one element of the output type's JSON array; TypeError for other types."""
+    """A decoder for one element of the output type's JSON array (the output decoder of the
+    element type, as a call's value is decoded); TypeError for other types."""
     spec = state.call.spec
     assert spec is not None
     element = spec.element_type
@@ -62,18 +60,7 @@ def _item_decoder(state: StreamState) -> Callable[[str], Any]:
             "items() needs a list[T], tuple[T, ...] or set[T] output type, "
             f"not {spec.output_type!r}"
         )
-    decoder = msgspec.json.Decoder(element)
-    bound = type_depth(element)
-
-    def decode(text: str) -> Any:
-        if nested_deeper(text, bound):
-            raise errors.ValidationError(too_deep(bound), text=text, output_type=element)
-        try:
-            return decoder.decode(text)
-        except DECODE_ERRORS as exc:
-            raise errors.ValidationError(str(exc), text=text, output_type=element) from None
-
-    return decode
+    return json_decoder(element)
 
 
 def _partial_object(state: StreamState) -> PartialObject:

@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from . import errors
-from ._output.depth import MAX_DEPTH, nested_deeper, too_deep
-from ._output.types import DECODE_ERRORS
+from ._output.depth import MAX_DEPTH, guarded_decoder
 from ._secrets import scrub
 from ._status import api_error
 from ._wire.protocol import (
@@ -65,8 +64,6 @@ class StreamState:
         "usage",
         "watch",
     )
-
-    _chunks = msgspec.json.Decoder(StreamChunk)
 
     def __init__(self, call: Call) -> None:
         self._call = call
@@ -224,12 +221,7 @@ class StreamState:
             return
         if event.event == "error":
             raise _event_error(data, self.headers)
-        if nested_deeper(data, MAX_DEPTH):
-            raise errors.ProtocolError(f"bad stream event ({too_deep(MAX_DEPTH)})", body=data)
-        try:
-            chunk = self._chunks.decode(data)
-        except DECODE_ERRORS as exc:
-            raise errors.ProtocolError(f"bad stream event ({exc})", body=data) from None
+        chunk = _chunk(data)
         if chunk.error is not None:
             raise _event_error(data, self.headers)
         self._data.append(data)
@@ -258,6 +250,13 @@ class StreamState:
                 self.finish_reason = choice.finish_reason
 
 
+def _bad_event(detail: str, data: bytes) -> errors.ProtocolError:
+    return errors.ProtocolError(f"bad stream event ({detail})", body=data)
+
+
+# An event's chunk, or the `ProtocolError` carrying the event (`lmclient._output.depth`).
+_chunk = guarded_decoder(MAX_DEPTH, _bad_event, msgspec.json.Decoder(StreamChunk))
+_error_event = guarded_decoder(MAX_DEPTH, _bad_event, msgspec.json.Decoder())
 _measured = msgspec.json.Decoder(Measured).decode
 
 
@@ -270,8 +269,8 @@ def _event_error(data: bytes, headers: Mapping[str, str] | None) -> errors.APISt
     its headers are the stream's."""
     status = 500
     try:
-        decoded = msgspec.json.decode(data)
-    except DECODE_ERRORS:
+        decoded = _error_event(data)
+    except errors.ProtocolError:  # not JSON: the status stays 5xx, `api_error` reads the text
         decoded = None
     inner = decoded.get("error", decoded) if isinstance(decoded, dict) else None
     code = inner.get("code") if isinstance(inner, dict) else None

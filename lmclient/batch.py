@@ -19,7 +19,7 @@ from . import errors
 from ._call import Call, Next
 from ._core import ClientCore
 from ._dialects import Endpoint
-from ._output.types import DECODE_ERRORS
+from ._output.depth import DECODE_ERRORS
 from ._status import api_error
 
 if TYPE_CHECKING:

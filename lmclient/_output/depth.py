@@ -4,9 +4,10 @@ msgspec decodes nested arrays and objects by recursion in C: 100,000 levels of `
 a thread's stack (a SIGSEGV, not an exception: the process dies) where the stack is small (a
 256 KiB thread stack overflows at about 550 levels of objects), and below that, a decoder
 skipping an unknown field raises a bare `RecursionError` at about 1,000. So every body, event
-and output from a server is measured first, and one nested deeper than its bound is refused
-with lmclient's typed error (`ProtocolError` for a body or an event, `ValidationError` for an
-output), carrying what was received.
+and output from a server is decoded through one guard, `guarded_decoder`: measured first, and
+one nested deeper than its bound refused with lmclient's typed error, chosen by the caller
+(`ProtocolError` for a body or an event, `ValidationError` for an output), carrying what was
+received; msgspec's own errors become the same error.
 
 The bounds: an output type's own depth where it has a finite one (``Person`` with a
 ``list[str]`` field: 2; a value nested deeper cannot be one, whatever its unknown fields hold),
@@ -54,11 +55,23 @@ would have failed to decode anyway.
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
 
 import msgspec
 
-__all__ = ["MAX_DEPTH", "nested_deeper", "too_deep", "type_depth"]
+from lmclient.errors import ProtocolError
+
+__all__ = [
+    "DECODE_ERRORS",
+    "MAX_DEPTH",
+    "Fail",
+    "Guarded",
+    "body_decoder",
+    "guarded_decoder",
+    "nested_deeper",
+    "type_depth",
+]
 
 MAX_DEPTH = 128  # levels of arrays and objects: about a quarter of a 256 KiB stack in msgspec
 # Text with at most this many brackets is not measured: it nests at most this deep, which msgspec
@@ -73,6 +86,49 @@ _NOT_ESCAPED = bytes(b for b in range(256) if b not in b'"[]{}\\/bfnrtu')
 _OBJECTS_AS_ARRAYS = bytes.maketrans(b"{}", b"[]")
 # Bytes as ints: ``92 in data`` is a memchr, ``b"\\" in data`` first fails to read an int.
 _BACKSLASH, _QUOTE, _OPEN = b'\\"['
+
+# What decoding a server's bytes can raise: msgspec's errors, and RecursionError for JSON nested
+# deeper than msgspec follows (the bound on nesting); each becomes an lmclient error.
+DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
+
+T = TypeVar("T")
+D = TypeVar("D", bound="str | bytes")
+# A refusal's typed error, chosen by the caller of `guarded_decoder`: made from its detail (the
+# depth refused, or msgspec's message) and the text refused, which it carries.
+Fail = Callable[[str, D], Exception]
+Guarded = Callable[[D], T]  # a guarded decoder: text in, a value or the caller's error out
+
+
+def guarded_decoder(bound: int, fail: Fail[D], decoder: msgspec.json.Decoder[T]) -> Guarded[D, T]:
+    """``decoder`` behind the one guard every body, event and output passes: text nested
+    deeper than ``bound`` is refused unread (`nested_deeper`), and a refusal, or msgspec's
+    error, is raised as ``fail(detail, text)``: a `ProtocolError` for a server's body or event
+    (`body_decoder`), a `ValidationError` for an output. Made once per type and call-site, so
+    that a decode is one Python call, as ``decoder.decode`` behind an inline check would be."""
+
+    def decode(data: D) -> T:
+        if nested_deeper(data, bound):
+            raise fail(_too_deep(bound), data)
+        try:
+            return decoder.decode(data)
+        except DECODE_ERRORS as exc:
+            raise fail(str(exc), data) from None
+
+    return decode
+
+
+@overload
+def body_decoder(tp: type[T], what: str) -> Guarded[bytes, T]: ...
+@overload
+def body_decoder(tp: Any, what: str) -> Guarded[bytes, Any]: ...
+def body_decoder(tp: Any, what: str) -> Guarded[bytes, Any]:
+    """A decoder of a server's bodies of ``what`` (``"response"``, ``"embeddings"``...) into
+    ``tp``: held to `MAX_DEPTH`, refused with a `ProtocolError` carrying the body."""
+
+    def fail(detail: str, body: bytes) -> ProtocolError:
+        return ProtocolError(f"unexpected {what} body ({detail})", body=body)
+
+    return guarded_decoder(MAX_DEPTH, fail, msgspec.json.Decoder(tp))
 
 
 def nested_deeper(data: str | bytes, bound: int) -> bool:
@@ -117,7 +173,7 @@ def _deeper(brackets: bytes, bound: int) -> bool:
     return _OPEN in brackets
 
 
-def too_deep(bound: int) -> str:
+def _too_deep(bound: int) -> str:
     """The message of a refusal."""
     return f"JSON nested deeper than {bound} levels of arrays and objects, refused unread"
 

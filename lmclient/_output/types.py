@@ -21,14 +21,14 @@ import msgspec
 
 from lmclient.errors import ValidationError
 
-from .depth import MAX_DEPTH, nested_deeper, too_deep, type_depth
+from .depth import DECODE_ERRORS, MAX_DEPTH, guarded_decoder, type_depth
 from .markers import Choice, Grammar, JsonSchema, Regex
 from .patterns import DECIMAL_PATTERN, INT_KEY_PATTERN, SCALAR_GBNF, SCALAR_PATTERNS, anchored
 
 if typing.TYPE_CHECKING:
     from .gbnf import CompactGrammar
 
-__all__ = ["DECODE_ERRORS", "OUTPUT_TYPES", "OutputSpec", "compile_output"]
+__all__ = ["OUTPUT_TYPES", "OutputSpec", "compile_output", "json_decoder"]
 
 # What lmclient takes as an output type, as the table of docs/output-types.md lists them (a test
 # holds the two equal): told to a user whose type it cannot use, in place of msgspec's advice
@@ -61,9 +61,6 @@ OUTPUT_TYPES = (
 )
 
 T = TypeVar("T")
-# What decoding a server's bytes can raise: msgspec's errors, and RecursionError for JSON nested
-# deeper than msgspec follows (the bound on nesting); each becomes an lmclient error.
-DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 Kind = Literal["text", "json", "any", "regex", "choice", "grammar"]
 
 
@@ -114,17 +111,12 @@ class OutputSpec(Generic[T]):
         if defs:
             schema["$defs"] = defs
         decode_json = self.decode_json
-        output_type = self.output_type
-        wrapper = msgspec.json.Decoder(_Wrapped)
+        fail = functools.partial(_validation_error, self.output_type)
+        # (the wrapper's level, then the type's)
+        wrapper = guarded_decoder(MAX_DEPTH + 1, fail, msgspec.json.Decoder(_Wrapped))
 
         def decode(text: str) -> T:
-            if nested_deeper(text, MAX_DEPTH + 1):  # (the wrapper's level, then the type's)
-                raise ValidationError(too_deep(MAX_DEPTH), text=text, output_type=output_type)
-            try:
-                raw = wrapper.decode(text).value
-            except DECODE_ERRORS as exc:
-                raise ValidationError(str(exc), text=text, output_type=output_type) from None
-            return decode_json(bytes(raw))
+            return decode_json(bytes(wrapper(text).value))
 
         return schema, decode
 
@@ -211,35 +203,28 @@ def _type_name(tp: Any) -> str:
     return cleaned or "output"
 
 
-def _validation_error(exc: Exception, text: str | bytes, tp: Any) -> ValidationError:
+def _validation_error(tp: Any, detail: object, text: str | bytes) -> ValidationError:
+    """The refusal of an output of ``tp``: its ``detail`` (a message, or the error that says
+    it), and the text refused. Bound to ``tp``, the `guarded_decoder` failure of an output."""
     shown = text if isinstance(text, str) else text.decode("utf-8", "replace")
-    return ValidationError(str(exc), text=shown, output_type=tp)
+    return ValidationError(str(detail), text=shown, output_type=tp)
 
 
-def _msgspec_decoder(tp: Any, reported: Any = None) -> Callable[[str | bytes], Any]:
-    """A decoder into ``tp``; errors name ``reported`` (the user's output type) when given."""
-    decoder = msgspec.json.Decoder(tp)
+def json_decoder(tp: Any, reported: Any = None) -> Callable[[str | bytes], Any]:
+    """A decoder of JSON into ``tp``, held to the type's depth; its errors name ``reported`` (the
+    user's output type) when given. The call's value and a stream's items decode through it."""
     shown = tp if reported is None else reported
-    bound = type_depth(tp)
-
-    def decode(text: str | bytes) -> Any:
-        if nested_deeper(text, bound):
-            raise _validation_error(ValueError(too_deep(bound)), text, shown)
-        try:
-            return decoder.decode(text)
-        except DECODE_ERRORS as exc:
-            raise _validation_error(exc, text, shown) from None
-
-    return decode
+    fail = functools.partial(_validation_error, shown)
+    return guarded_decoder(type_depth(tp), fail, msgspec.json.Decoder(tp))
 
 
 def _plain_json(tp: Any) -> Callable[[str | bytes], Any]:
-    return _msgspec_decoder(Any, reported=tp)
+    return json_decoder(Any, reported=tp)
 
 
 def _scalar_spec(tp: type) -> OutputSpec[Any]:
     schema = {bool: {"type": "boolean"}, int: {"type": "integer"}, float: {"type": "number"}}[tp]
-    decode = _msgspec_decoder(tp)
+    decode = json_decoder(tp)
     return OutputSpec(
         tp,
         "regex",
@@ -257,13 +242,14 @@ _JSON_STRING = msgspec.json.Decoder(str)
 
 def _from_json_string(decode: Callable[[str], T], tp: Any) -> Callable[[str | bytes], T]:
     """``decode`` for text that arrives as a JSON string (a regex or a choice emulated through a
-    JSON schema): unquote it first."""
+    JSON schema): unquote it first. Not held to a depth: a string decoder reads no nesting, it
+    fails at the first bracket."""
 
     def decode_json(text: str | bytes) -> T:
         try:
             value = _JSON_STRING.decode(text)
         except DECODE_ERRORS as exc:
-            raise _validation_error(exc, text, tp) from None
+            raise _validation_error(tp, exc, text) from None
         return decode(value)
 
     return decode_json
@@ -315,7 +301,7 @@ def _choice_spec(tp: Any, mapping: dict[str, Any]) -> OutputSpec[Any]:
 def _msgspec_spec(tp: Any) -> OutputSpec[Any]:
     try:
         schema = msgspec.json.schema(tp)
-        decode = _msgspec_decoder(tp)
+        decode = json_decoder(tp)
     except TypeError as exc:  # a type msgspec has no schema for
         raise TypeError(_unsupported(tp, exc)) from None
     except (ValueError, NameError) as exc:  # a type defined wrongly; NameError: a forward ref
@@ -418,7 +404,7 @@ def _json_schema_spec(marker: JsonSchema) -> OutputSpec[Any]:
     from .jsonschema import SchemaDefinitionError, SchemaError, compile_schema
 
     if marker.type is not None:
-        decode = _msgspec_decoder(marker.type, reported=marker)
+        decode = json_decoder(marker.type, reported=marker)
     else:
         try:
             check = compile_schema(marker.schema)
@@ -431,7 +417,7 @@ def _json_schema_spec(marker: JsonSchema) -> OutputSpec[Any]:
             try:
                 check(value)
             except SchemaError as exc:
-                raise _validation_error(exc, text, marker) from None
+                raise _validation_error(marker, exc, text) from None
             return value
 
     return OutputSpec(
@@ -456,7 +442,7 @@ def _pydantic_spec(tp: Any) -> OutputSpec[Any]:
         try:
             return tp.model_validate_json(text)
         except pydantic.ValidationError as exc:
-            raise _validation_error(exc, text, tp) from None
+            raise _validation_error(tp, exc, text) from None
 
     return OutputSpec(
         tp,

@@ -23,9 +23,9 @@ from typing import Any, Literal
 
 import msgspec
 
-from lmclient._output.depth import MAX_DEPTH, nested_deeper, too_deep, type_depth
+from lmclient._output.depth import MAX_DEPTH, Fail, guarded_decoder, type_depth
 from lmclient._output.markers import JsonSchema
-from lmclient._output.types import DECODE_ERRORS, OutputSpec
+from lmclient._output.types import OutputSpec
 from lmclient._wire.progressive import JsonProgress, Partial
 from lmclient._wire.sse import closing_text
 from lmclient.errors import ValidationError
@@ -196,19 +196,20 @@ def _located(detail: str, key: str) -> str:
     return detail.replace("`$", path, 1) if " - at `$" in detail else f"{detail} - at {path}`"
 
 
+def _refused(key: str | None, owner: Any) -> Fail[str]:
+    """The refusal of field ``key``'s value (located from the root), or of a ``dict``'s pair
+    (``None``: its text names the key), as `guarded_decoder` raises it."""
+
+    def fail(detail: str, text: str) -> ValidationError:
+        located = detail if key is None else _located(detail, key)
+        return ValidationError(located, text=text, output_type=owner)
+
+    return fail
+
+
 def _msgspec_field(key: str, tp: Any, owner: Any) -> Decode:
     decoder = msgspec.json.Decoder(tp)
-    bound = type_depth(tp)
-
-    def decode(text: str) -> Any:
-        if nested_deeper(text, bound):
-            raise ValidationError(_located(too_deep(bound), key), text=text, output_type=owner)
-        try:
-            return decoder.decode(text)
-        except DECODE_ERRORS as exc:
-            raise ValidationError(_located(str(exc), key), text=text, output_type=owner) from None
-
-    return decode
+    return guarded_decoder(type_depth(tp), _refused(key, owner), decoder)
 
 
 def _type_fields(tp: Any, owner: Any) -> Fields:
@@ -220,16 +221,10 @@ def _type_fields(tp: Any, owner: Any) -> Fields:
     info = msgspec.inspect.type_info(tp)
     mi = msgspec.inspect
     if isinstance(info, mi.DictType):
-        pairs = msgspec.json.Decoder(tp)
+        pairs = guarded_decoder(MAX_DEPTH, _refused(None, owner), msgspec.json.Decoder(tp))
 
         def pair(key: str, text: str) -> tuple[Any, Any]:
-            whole = f"{{{key}:{text}}}"
-            if nested_deeper(whole, MAX_DEPTH):
-                raise ValidationError(too_deep(MAX_DEPTH), text=whole, output_type=owner)
-            try:
-                ((k, v),) = pairs.decode(whole).items()
-            except DECODE_ERRORS as exc:
-                raise ValidationError(str(exc), text=whole, output_type=owner) from None
+            ((k, v),) = pairs(f"{{{key}:{text}}}").items()
             return k, v
 
         return Fields({}, pair)
@@ -334,16 +329,12 @@ def _schema_fields(marker: JsonSchema) -> Fields:
         checks = [check for search, check in patterns if search(key) is not None] or rest
         if not checks:
             return None
-        if nested_deeper(text, MAX_DEPTH):
-            raise ValidationError(_located(too_deep(MAX_DEPTH), key), text=text, output_type=marker)
-        try:
-            value = plain.decode(text)
-        except DECODE_ERRORS as exc:
-            raise ValidationError(_located(str(exc), key), text=text, output_type=marker) from None
+        fail = _refused(key, marker)
+        value = guarded_decoder(MAX_DEPTH, fail, plain)(text)
         for check in checks:
             detail = check(value)
             if detail is not None:
-                raise ValidationError(_located(detail, key), text=text, output_type=marker)
+                raise fail(detail, text)
         return key, value
 
     return Fields(named, other)
@@ -366,19 +357,15 @@ def _schema_field_check(check: Callable[[Any], None]) -> Callable[[Any], str | N
 
 
 def _schema_field(key: str, check: Callable[[Any], None], marker: JsonSchema) -> Decode:
-    plain = msgspec.json.Decoder()
+    fail = _refused(key, marker)
+    plain = guarded_decoder(MAX_DEPTH, fail, msgspec.json.Decoder())
     run = _schema_field_check(check)
 
     def decode(text: str) -> Any:
-        if nested_deeper(text, MAX_DEPTH):
-            raise ValidationError(_located(too_deep(MAX_DEPTH), key), text=text, output_type=marker)
-        try:
-            value = plain.decode(text)
-        except DECODE_ERRORS as exc:
-            raise ValidationError(_located(str(exc), key), text=text, output_type=marker) from None
+        value = plain(text)
         detail = run(value)
         if detail is not None:
-            raise ValidationError(_located(detail, key), text=text, output_type=marker)
+            raise fail(detail, text)
         return value
 
     return decode

@@ -4,8 +4,10 @@ the process (SIGSEGV in msgspec's recursive decoder) in a thread with a 256 KiB 
 
 The crash is checked where it happened: in a subprocess (a crash there fails the test instead
 of killing pytest), a thread with ``threading.stack_size(256 * 1024)`` calls a client against
-the fake (over real loopback sockets), which answers 100,000-deep content, body, stream event
-and error body. The bounds themselves are checked in-process (`lmclient._output.depth`)."""
+the fake (over real loopback sockets), which answers 100,000-deep content, body, stream event,
+error body and error event (``event: error``, which crashed the process until every decode went
+through `guarded_decoder`). The bounds themselves are checked in-process
+(`lmclient._output.depth`)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -54,6 +57,9 @@ CHILD = textwrap.dedent(
         fake.reply(deep, chunk_size=len(deep))
     elif kind == "body":
         fake.add_route("GET", "/v1/models", '{"data": ' + deep + "}")
+    elif kind == "event":
+        sse = {"content-type": "text/event-stream"}
+        fake.add_route("POST", "/v1/chat/completions", "event: error\\ndata: " + deep, headers=sse)
     else:
         fake.reply_error(500, '{"error": ' + deep + "}")
     outcome = []
@@ -62,7 +68,7 @@ CHILD = textwrap.dedent(
         with fake.serve() as url:
             with lmclient.Client(url, "m", dialect="vllm", max_retries=0) as client:
                 try:
-                    if kind == "stream":
+                    if kind in ("stream", "event"):
                         with client.stream("hi", list) as stream:
                             stream.read()
                     elif kind == "body":
@@ -90,6 +96,7 @@ CHILD = textwrap.dedent(
         ("stream", "ValidationError|ProtocolError"),
         ("body", "ProtocolError"),
         ("error", "ServerError"),
+        ("event", "ServerError"),
     ],
 )
 def test_deep_json_in_a_small_thread_stack(kind: str, error: str) -> None:
@@ -98,7 +105,7 @@ def test_deep_json_in_a_small_thread_stack(kind: str, error: str) -> None:
     )
     assert done.returncode == 0, f"the process died ({done.returncode}): {done.stderr[-2000:]}"
     assert any(done.stdout.startswith(e) for e in error.split("|")), done.stdout
-    if kind != "error":
+    if kind not in ("error", "event"):
         assert "nested deeper than" in done.stdout
 
 
@@ -154,6 +161,53 @@ def test_output_deeper_than_its_type_is_a_validation_error() -> None:
             client.generate("hi", Person)
         assert caught.value.text == deep
         assert client.generate("hi", Person) == Person("a", [])
+
+
+# -- the one guard: every body, event and output decodes through it ------------------------------
+
+
+class Refused(Exception):
+    """A caller's own error, to see that `guarded_decoder` raises what the caller chose."""
+
+
+def refused(detail: str, data: str | bytes) -> Refused:
+    return Refused(detail, data)
+
+
+def test_the_guard_decodes_and_raises_the_caller_s_error() -> None:
+    person = depth.guarded_decoder(2, refused, msgspec.json.Decoder(Person))
+    assert person('{"name": "a", "tags": []}') == Person("a", [])
+    deep = '{"name": "a", "tags": [], "x": ' + "[" * 300 + "]" * 300 + "}"
+    with pytest.raises(Refused) as caught:
+        person(deep)
+    assert caught.value.args == ("JSON nested deeper than 2 levels of arrays and objects, "
+                                 "refused unread", deep)  # fmt: skip
+    with pytest.raises(Refused) as caught:  # msgspec's error, its message kept
+        person(b'{"name": 1}')
+    assert caught.value.args == ("Expected `str`, got `int` - at `$.name`", b'{"name": 1}')
+    assert caught.value.__suppress_context__  # raised from None: msgspec's error is not chained
+
+
+def test_a_body_decoder_raises_a_protocol_error_carrying_the_body() -> None:
+    ranks = depth.body_decoder(list[int], "rerank")
+    assert ranks(b"[1]") == [1]
+    body = b"[" * 300 + b"]" * 300
+    with pytest.raises(lmclient.ProtocolError, match=r"^unexpected rerank body \(JSON nested"):
+        ranks(body)
+    with pytest.raises(lmclient.ProtocolError, match=r"^unexpected rerank body \(Expected") as e:
+        ranks(b'["a"]')
+    assert e.value.body == b'["a"]'
+
+
+def test_the_guard_is_written_once() -> None:
+    """No module measures and decodes on its own: `nested_deeper` is called in `depth` only."""
+    package = Path(lmclient.__file__).parent
+    measuring = sorted(
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if "nested_deeper(" in path.read_text() and path.name != "depth.py"
+    )
+    assert measuring == []
 
 
 # -- escapes: the measure reads them as msgspec does ----------------------------------------------
