@@ -167,7 +167,7 @@ class ClientCore:
             deadline=deadline,
         )
         self._get_headers = list(hdrs.items())
-        self._post_headers = [*self._get_headers, ("content-type", "application/json")]
+        self.post_headers = [*self._get_headers, ("content-type", "application/json")]
         # A call's own header lists, one per distinct set of per-call headers (`_call_headers`)
         self._header_lists: dict[tuple[tuple[str, str], ...], list[tuple[str, str]]] = {}
         if not HEADER_PARAMS.isdisjoint(given):
@@ -497,7 +497,7 @@ class ClientCore:
             messages = wire_messages(messages, planned.dialect.name)
         merged = {**self.defaults, **params} if self.defaults else params
         shape = checked.shape
-        headers = self._post_headers
+        headers = self.post_headers
         if shape == "special" and not HEADER_PARAMS.isdisjoint(merged):  # (in _CHECKED)
             headers = self._call_headers(merged, planned.dialect)
         body = self._body(
@@ -562,11 +562,11 @@ class ClientCore:
             extra.update(self._serving(dialect, params, "call")[1])
         extra.update(trace_headers(params.get("traceparent"), params.get("tracestate")))
         if not extra:
-            return self._post_headers
+            return self.post_headers
         key = tuple(extra.items())
         found = self._header_lists.get(key)
         if found is None:
-            found = [(k, v) for k, v in self._post_headers if k not in extra]
+            found = [(k, v) for k, v in self.post_headers if k not in extra]
             found += extra.items()
             if len(self._header_lists) >= 64:  # bounded: a request id is new on every call
                 self._header_lists.clear()

@@ -285,7 +285,7 @@ class EmbeddingJob:
         if self.dimensions is not None:
             head["dimensions"] = self.dimensions
         url = core.base_url + "/embeddings"
-        headers = core._post_headers
+        headers = core.post_headers
         calls = []
         texts = self.texts
         for start in range(0, len(texts), self.batch_size):
@@ -374,9 +374,9 @@ def count_call(
     body = _encode({"model": model or core.model, "messages": _text_messages(prompt)})
     if ENDPOINTS[dialect].tokenize == "llamacpp":
         url = core.base_url + "/chat/completions/input_tokens"
-        request = PreparedRequest("POST", url, core._post_headers, body)
+        request = PreparedRequest("POST", url, core.post_headers, body)
         return Lookup.new(core.settings, request, _input_tokens, attempt_params(where, params))
-    request = PreparedRequest("POST", core.root_url + "/tokenize", core._post_headers, body)
+    request = PreparedRequest("POST", core.root_url + "/tokenize", core.post_headers, body)
     return Lookup.new(core.settings, request, _token_count, attempt_params(where, params))
 
 
@@ -388,7 +388,7 @@ def _text_request(
         body.update(content=text, add_special=add_special_tokens)
     else:
         body.update(prompt=text, add_special_tokens=add_special_tokens)
-    return PreparedRequest("POST", core.root_url + "/tokenize", core._post_headers, _encode(body))
+    return PreparedRequest("POST", core.root_url + "/tokenize", core.post_headers, _encode(body))
 
 
 def check_tokens(

@@ -316,7 +316,7 @@ class ScoringJob(Generic[E]):
         if route.top_n and self.top_n is not None:
             fields["top_n"] = self.top_n
         request = PreparedRequest(
-            "POST", core.root_url + route.path, core._post_headers, _encode(fields)
+            "POST", core.root_url + route.path, core.post_headers, _encode(fields)
         )
         return Lookup.new(core.settings, request, self.decode, self.params)
 

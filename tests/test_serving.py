@@ -63,7 +63,7 @@ def prepared(
 
 def added(core: _core.ClientCore, headers: list[tuple[str, str]]) -> dict[str, str]:
     """The headers of a call that the client's own list does not have."""
-    own = set(core._post_headers)
+    own = set(core.post_headers)
     return {k: v for k, v in headers if (k, v) not in own}
 
 
@@ -86,7 +86,7 @@ def test_exact_fields_and_headers_per_dialect(dialect: str, field: str, endpoint
     key = "messages" if endpoint == "chat" else "prompt"
     assert {k: v for k, v in body.items() if k not in ("model", key)} == fields
     assert added(core, headers) == extra
-    assert len(headers) == len(core._post_headers) + len(extra)  # none replaced, none doubled
+    assert len(headers) == len(core.post_headers) + len(extra)  # none replaced, none doubled
 
 
 @pytest.mark.parametrize("dialect", list(EXPECTED))
@@ -226,9 +226,9 @@ def test_call_headers_merge_over_the_clients() -> None:
 
 def test_the_usual_call_keeps_the_clients_one_header_list() -> None:
     core = make_core()
-    assert core.prepare("generate", "Q", str, "chat", {}).request.headers is core._post_headers
+    assert core.prepare("generate", "Q", str, "chat", {}).request.headers is core.post_headers
     with_params = core.prepare("generate", "Q", str, "chat", {"priority": 1, "temperature": 0})
-    assert with_params.request.headers is core._post_headers  # no header added: the same list
+    assert with_params.request.headers is core.post_headers  # no header added: the same list
 
 
 def test_call_header_lists_are_shared_per_set_and_bounded() -> None:
@@ -247,7 +247,7 @@ def test_defaults_serving_fields_and_headers() -> None:
     )
     body = prepared(core)[0]
     assert (body["model"], body["priority"], body["cache_salt"]) == ("lora1", 5, "t")
-    assert ("x-tenant", "a") in core._post_headers  # defaults' headers are the client's
+    assert ("x-tenant", "a") in core.post_headers  # defaults' headers are the client's
     body, _ = prepared(core, priority=0, model="lora2")  # a call's own value wins
     assert (body["model"], body["priority"]) == ("lora2", 0)
     refused = make_core("llamacpp", defaults={"priority": 5})
