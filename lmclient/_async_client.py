@@ -26,7 +26,7 @@ from ._embeddings import (
 )
 from ._hooks import Hook, Observer, Watch
 from ._output.markers import Choice, Grammar, JsonSchema, Regex
-from ._params import Prompt
+from ._params import NO_PROMPT, Prompt
 from ._proxies import environment_proxy
 from ._response import Response
 from ._scoring_client_async import AsyncScoring
@@ -128,7 +128,9 @@ class AsyncClient(AsyncScoring):
     async def generate(
         self, prompt: Prompt, output_type: JsonSchema, **params: Unpack[CallParams]
     ) -> Any: ...
-    async def generate(self, prompt: Prompt, output_type: Any = str, **params: Any) -> Any:
+    async def generate(
+        self, prompt: Prompt = NO_PROMPT, output_type: Any = str, **params: Any
+    ) -> Any:
         """Chat completion of ``prompt``, returned as a validated ``output_type``."""
         return (await self._create("generate", prompt, output_type, "chat", params)).values[0]
 
@@ -146,7 +148,7 @@ class AsyncClient(AsyncScoring):
     async def complete(
         self, prompt: str, output_type: JsonSchema, **params: Unpack[CallParams]
     ) -> Any: ...
-    async def complete(self, prompt: str, output_type: Any = str, **params: Any) -> Any:
+    async def complete(self, prompt: str = NO_PROMPT, output_type: Any = str, **params: Any) -> Any:
         """Plain completion (``/v1/completions``) of ``prompt``, as a validated ``output_type``."""
         return (await self._create("complete", prompt, output_type, "completions", params)).values[
             0
@@ -188,7 +190,12 @@ class AsyncClient(AsyncScoring):
         **params: Unpack[CreateParams],
     ) -> Response[Any]: ...
     async def create(
-        self, prompt: Prompt, output_type: Any = str, *, endpoint: Endpoint = "chat", **params: Any
+        self,
+        prompt: Prompt = NO_PROMPT,
+        output_type: Any = str,
+        *,
+        endpoint: Endpoint = "chat",
+        **params: Any,
     ) -> Response[Any, Any]:
         """The full `Response`: every choice's value and text, usage, finish reasons, raw body."""
         return await self._create("create", prompt, output_type, endpoint, params)
@@ -233,7 +240,12 @@ class AsyncClient(AsyncScoring):
         **params: Unpack[CallParams],
     ) -> AsyncStream[Any]: ...
     def stream(
-        self, prompt: Prompt, output_type: Any = str, *, endpoint: Endpoint = "chat", **params: Any
+        self,
+        prompt: Prompt = NO_PROMPT,
+        output_type: Any = str,
+        *,
+        endpoint: Endpoint = "chat",
+        **params: Any,
     ) -> AsyncStream[Any, Any]:
         """Stream the answer: iterate for text deltas, ``items()`` for array elements as they
         close, ``await aread()`` for the validated whole. Nothing is sent before the stream

@@ -28,7 +28,7 @@ from ._embeddings import (
 )
 from ._hooks import Hook, Observer, Watch
 from ._output.markers import Choice, Grammar, JsonSchema, Regex
-from ._params import Prompt
+from ._params import NO_PROMPT, Prompt
 from ._proxies import environment_proxy
 from ._response import Response
 from ._scoring_client import Scoring
@@ -130,7 +130,7 @@ class Client(Scoring):
     def generate(
         self, prompt: Prompt, output_type: JsonSchema, **params: Unpack[CallParams]
     ) -> Any: ...
-    def generate(self, prompt: Prompt, output_type: Any = str, **params: Any) -> Any:
+    def generate(self, prompt: Prompt = NO_PROMPT, output_type: Any = str, **params: Any) -> Any:
         """Chat completion of ``prompt``, returned as a validated ``output_type``."""
         return self._create("generate", prompt, output_type, "chat", params).values[0]
 
@@ -148,7 +148,7 @@ class Client(Scoring):
     def complete(
         self, prompt: str, output_type: JsonSchema, **params: Unpack[CallParams]
     ) -> Any: ...
-    def complete(self, prompt: str, output_type: Any = str, **params: Any) -> Any:
+    def complete(self, prompt: str = NO_PROMPT, output_type: Any = str, **params: Any) -> Any:
         """Plain completion (``/v1/completions``) of ``prompt``, as a validated ``output_type``."""
         return self._create("complete", prompt, output_type, "completions", params).values[0]
 
@@ -188,7 +188,12 @@ class Client(Scoring):
         **params: Unpack[CreateParams],
     ) -> Response[Any]: ...
     def create(
-        self, prompt: Prompt, output_type: Any = str, *, endpoint: Endpoint = "chat", **params: Any
+        self,
+        prompt: Prompt = NO_PROMPT,
+        output_type: Any = str,
+        *,
+        endpoint: Endpoint = "chat",
+        **params: Any,
     ) -> Response[Any, Any]:
         """The full `Response`: every choice's value and text, usage, finish reasons, raw body."""
         return self._create("create", prompt, output_type, endpoint, params)
@@ -233,7 +238,12 @@ class Client(Scoring):
         **params: Unpack[CallParams],
     ) -> Stream[Any]: ...
     def stream(
-        self, prompt: Prompt, output_type: Any = str, *, endpoint: Endpoint = "chat", **params: Any
+        self,
+        prompt: Prompt = NO_PROMPT,
+        output_type: Any = str,
+        *,
+        endpoint: Endpoint = "chat",
+        **params: Any,
     ) -> Stream[Any, Any]:
         """Stream the answer: iterate for text deltas, ``items()`` for array elements as they
         close, ``value`` for the validated whole. Nothing is sent before the stream

@@ -276,8 +276,9 @@ def prompt_messages(prompt: Any) -> tuple[list[Any], bool]:
     they are)."""
     if not isinstance(prompt, _SEQUENCES) or isinstance(prompt, str) or not prompt:
         raise TypeError(
-            "prompt must be a str, a non-empty list of message dicts, or a list of parts "
-            "(str and media)"
+            f"{'a prompt is required: ' if prompt is None else ''}prompt must be a str, a "
+            "non-empty list of message dicts (OpenAI's messages=), or a list of parts (str and "
+            "media)"
         )
     first = prompt[0]
     # (a message dict is told apart at once: isinstance against Media, a Struct, is slow)

@@ -195,6 +195,12 @@ _INSTEAD: dict[str, str] = {
     ),
     **dict.fromkeys(("top_k", "min_p", "repetition_penalty"), _IN_EXTRA_BODY),
 }
+# The default of the prompt in the methods' own signatures (their overloads, what type checkers
+# read, require it): a call written the OpenAI SDK's way, ``create(messages=[...])`` with no
+# prompt, then reaches `check_params` and is told to pass the messages as the prompt, rather
+# than Python's bare "missing 1 required positional argument". With no prompt and nothing to
+# tell, the prompt's own check says one is required.
+NO_PROMPT: Any = None
 _EFFORTS = ("low", "medium", "high")
 _CHOICES = ("auto", "required", "none")
 PARAMS = {**_BODY_PARAMS, **CALL_PARAMS}

@@ -474,3 +474,39 @@ async def test_an_async_call_and_create_are_told_the_same(fake: FakeLLM, url: st
         " (lmclient spells it max_tokens=)"
     )
     assert fake.requests == []
+
+
+_MESSAGES = [{"role": "user", "content": "Q"}]
+_AS_PROMPT = (
+    "got an unexpected keyword argument 'messages' (pass the messages as the prompt instead, as"
+    " in generate([{'role': 'user', 'content': 'Hi'}]))"
+)
+
+
+def test_a_call_written_the_openai_way_without_a_prompt_is_told_the_lmclient_way(
+    fake: FakeLLM, url: str
+) -> None:
+    """``create(messages=..., response_format=...)``, no prompt: the messages are the prompt
+    (it was Python's bare "missing 1 required positional argument: 'prompt'")."""
+    with lmclient.Client(url, "m", dialect="vllm") as client:
+        for method in (client.create, client.generate, client.stream):
+            with pytest.raises(TypeError) as info:
+                method(messages=_MESSAGES, response_format={"type": "json_object"})  # type: ignore[call-overload]
+            assert str(info.value) == f"{method.__name__}() {_AS_PROMPT}"
+        with pytest.raises(TypeError, match=r"^a prompt is required: prompt must be a str, "):
+            client.generate()  # type: ignore[call-overload]
+        with pytest.raises(TypeError, match=r"^complete\(\) takes a str prompt$"):
+            client.complete()  # type: ignore[call-overload]
+    assert fake.requests == []
+
+
+async def test_an_async_call_written_the_openai_way_is_told_the_same(
+    fake: FakeLLM, url: str
+) -> None:
+    async with lmclient.AsyncClient(url, "m", dialect="vllm") as client:
+        with pytest.raises(TypeError) as info:
+            await client.create(messages=_MESSAGES)  # type: ignore[call-overload]
+        assert str(info.value) == f"create() {_AS_PROMPT}"
+        with pytest.raises(TypeError, match=r"^a prompt is required: "):
+            await client.generate()  # type: ignore[call-overload]
+    assert fake.requests == []
