@@ -170,6 +170,9 @@ async def test_an_async_stream_reports_its_retry_and_its_end() -> None:
 def test_a_stream_closed_early_says_so() -> None:
     fake = FakeLLM(chunk_size=1)
     fake.fail(503, retry_after=0)
+    # The answer stops after two events until the server stops: its end cannot arrive before
+    # the stream is closed (read whole in one chunk, a loaded client would see it ended).
+    fake.stall(after=2)
     fake.reply("a long answer, sent one character per event")
     events: list[HookEvent] = []
     with fake.serve() as url, client(url, events) as c, c.stream(PROMPT) as stream:
@@ -180,6 +183,9 @@ def test_a_stream_closed_early_says_so() -> None:
 async def test_an_async_stream_closed_early_says_so() -> None:
     fake = FakeLLM(chunk_size=1)
     fake.fail(503, retry_after=0)
+    # The answer stops after two events until the server stops: its end cannot arrive before
+    # the stream is closed (read whole in one chunk, a loaded client would see it ended).
+    fake.stall(after=2)
     fake.reply("a long answer, sent one character per event")
     events: list[HookEvent] = []
     with fake.serve() as url:

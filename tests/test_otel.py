@@ -154,6 +154,9 @@ async def test_an_async_stream_span_ends_with_the_stream(spans: InMemorySpanExpo
 async def test_a_stream_closed_early_ends_its_span(spans: InMemorySpanExporter) -> None:
     fake = FakeLLM(chunk_size=1)
     fake.fail(503, retry_after=0)
+    # The answer stops after two events until the server stops: its end cannot arrive before
+    # the stream is closed (read whole in one chunk, a loaded client would see it ended).
+    fake.stall(after=2)
     fake.reply("a long answer, sent one character per event")
     with fake.serve() as url:
         async with lmclient.AsyncClient(url, model="fake-model", tracing=True) as client:
