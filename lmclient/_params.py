@@ -27,6 +27,7 @@ __all__ = [
     "AS_GIVEN",
     "CALL_PARAMS",
     "MAX_SECONDS",
+    "NO_PROMPT",
     "PARAMS",
     "RESPELT",
     "CallParams",
