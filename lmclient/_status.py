@@ -18,7 +18,7 @@ import msgspec
 from . import errors
 from ._output.depth import body_decoder
 
-__all__ = ["ErrorInfo", "api_error", "error_info", "retry_after", "shown_text"]
+__all__ = ["ErrorInfo", "api_error", "error_info", "retry_after"]
 
 _STATUS_ERRORS: dict[int, type[errors.APIStatusError]] = {
     400: errors.BadRequestError,
@@ -43,7 +43,7 @@ def api_error(status: int, headers: Mapping[str, str], body: bytes) -> errors.AP
         message, kind, code, param = info.message, info.type, info.code, info.param
     else:
         text = decoded.strip() if isinstance(decoded, str) else ""
-        message = shown_text(text, headers) or f"HTTP {status}"
+        message = _shown_text(text, headers) or f"HTTP {status}"
         kind = code = param = None
     cls = _STATUS_ERRORS.get(status) or (
         errors.ServerError if status >= 500 else errors.APIStatusError
@@ -70,7 +70,7 @@ def api_error(status: int, headers: Mapping[str, str], body: bytes) -> errors.AP
     )
 
 
-def shown_text(text: str, headers: Mapping[str, str]) -> str:
+def _shown_text(text: str, headers: Mapping[str, str]) -> str:
     """What an error's message shows of a body in no error envelope: an HTML page (a proxy's
     or a gateway's 502, a web server's 404) by its title (else its words, without tags) and
     its size, any text cut at
