@@ -32,6 +32,7 @@ from .errors import (
     ProtocolError,
     RateLimitError,
     RefusalError,
+    RunawayError,
     ServerError,
     TokenBudgetExceeded,
     TruncatedError,
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
     from ._params import CallParams, CreateParams, FileParams
     from ._progress import Progress
     from ._response import Response
+    from ._runaway import Runaway
     from ._scoring import Classification, RerankResult
     from ._stream import AsyncStream, Stream
     from ._tools import Tool, ToolCall
@@ -112,6 +114,7 @@ _LAZY = {
     "VllmMetrics": "_wire.protocol",
     "UsageTotal": "_usage",
     "Response": "_response",
+    "Runaway": "_runaway",
     "Classification": "_scoring",
     "RerankResult": "_scoring",
     "Choice": "_output.markers",
@@ -175,6 +178,8 @@ __all__ = [
     "Response",
     "ResponseHead",
     "Retrying",
+    "Runaway",
+    "RunawayError",
     "ServerError",
     "ServerInfo",
     "Stream",

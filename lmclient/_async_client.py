@@ -6,13 +6,13 @@ import asyncio
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import httpx
 
 from . import errors
 from ._call import Call, Lookup, Next
-from ._core import DEFAULT_MAX_RESPONSE_BYTES, ClientCore
+from ._core import DEFAULT_MAX_RESPONSE_BYTES, ClientCore, Reading
 from ._dialects import Endpoint, ServerInfo, Whitespace
 from ._embeddings import (
     DEFAULT_BATCH_SIZE,
@@ -28,7 +28,9 @@ from ._hooks import Hook, Observer, Watch
 from ._output.markers import Choice, Grammar, JsonSchema, Regex
 from ._params import NO_PROMPT, Prompt
 from ._proxies import environment_proxy
+from ._request import Timeouts
 from ._response import Response
+from ._runaway import Runaway
 from ._scoring_client_async import AsyncScoring
 from ._status import api_error
 from ._stream import AsyncOpened, AsyncStream
@@ -69,6 +71,7 @@ class AsyncClient(AsyncScoring):
         uds: str | os.PathLike[str] | None = None,
         defaults: Mapping[str, Any] | None = None,
         whitespace: Whitespace = "compact",
+        runaway: Literal["on", "off"] | Runaway = "on",
         hooks: Sequence[Hook] = (),
         hook_content: bool = False,
         tracing: bool | None = None,
@@ -87,6 +90,7 @@ class AsyncClient(AsyncScoring):
             defaults=defaults,
             whitespace=whitespace,
             uds=uds,
+            runaway=runaway,
         )
         direct = http_client is not None or self._core.uds is not None  # no environment proxy
         proxy = None if direct else environment_proxy(self._core.base_url)
@@ -255,7 +259,9 @@ class AsyncClient(AsyncScoring):
         async def opener() -> tuple[StreamState, AsyncOpened]:
             if self._watched in _MODULES:
                 return await self._open_watched(prompt, output_type, endpoint, params)
-            call = await self._prepare("stream", prompt, output_type, endpoint, params, stream=True)
+            call = await self._prepare(
+                "stream", prompt, output_type, endpoint, params, reading="stream"
+            )
             return StreamState(call), await self._open(call)
 
         return AsyncStream(opener)
@@ -512,7 +518,7 @@ class AsyncClient(AsyncScoring):
         many: Many | None = None,
         watch: Watch | None = None,
         *,
-        stream: bool = False,
+        reading: Reading = "call",
     ) -> Call:
         """The call's request; on first use, after the set-up requests (input checked first).
         With a `Watch`, its span starts once the set-up is done, and is current while the
@@ -523,7 +529,9 @@ class AsyncClient(AsyncScoring):
             await self._setup(params)
         if watch is not None:
             params = watch.begin(core, params)
-        return core.prepare(where, prompt, output_type, endpoint, params, stream=stream, many=many)
+        return core.prepare(
+            where, prompt, output_type, endpoint, params, reading=reading, many=many
+        )
 
     @overload
     async def _run(self, call: Call, watch: Watch | None = None) -> Response[Any, Any]: ...
@@ -540,12 +548,15 @@ class AsyncClient(AsyncScoring):
                 timeouts = call.start_attempt()  # raises once the deadline has passed: not sent
                 if watch is not None:
                     watch.sending(call)
-                status, headers, body = await self._transport.send(
-                    call.request, timeouts, call.settings.max_response_bytes, call.deadline_at
-                )
-                if watch is not None:
-                    watch.received(status, headers)
-                outcome = call.finish(status, headers, body)
+                if type(call) is Call and call.runaway is not None:  # read as it is generated
+                    outcome = await self._read_watched(call, timeouts, watch)
+                else:
+                    status, headers, body = await self._transport.send(
+                        call.request, timeouts, call.settings.max_response_bytes, call.deadline_at
+                    )
+                    if watch is not None:
+                        watch.received(status, headers)
+                    outcome = call.finish(status, headers, body)
                 if type(outcome) is not Next:
                     return outcome if watch is None else watch.finished(outcome)
                 call = outcome.call
@@ -557,6 +568,32 @@ class AsyncClient(AsyncScoring):
                 if watch is not None:
                     watch.retrying(delay, exc)
             await asyncio.sleep(delay)
+
+    async def _read_watched(
+        self, call: Call, timeouts: Timeouts, watch: Watch | None
+    ) -> Response[Any, Any] | Next:
+        """The answer of a call watched for runaways (`Call.runaway`), read as a stream as the
+        server generates it: at a runaway, `StreamState.feed` raises `RunawayError` and the
+        connection is closed, which the server takes as an abort. An answer that is not the
+        stream asked for (an error; one JSON body, from a respx mock) is read as a call's."""
+        response = await self._transport.stream(
+            call.request, timeouts, call.settings.max_response_bytes, call.deadline_at
+        )
+        try:
+            if watch is not None:
+                watch.received(response.status, response.headers)
+            if not call.streams(response.status, response.headers):
+                return call.finish(
+                    response.status, response.headers, b"".join([c async for c in response.chunks])
+                )
+            state = StreamState(call)
+            state.headers = response.headers
+            async for chunk in response.chunks:
+                state.feed(chunk)
+            state.end()
+        finally:
+            await response.aclose()
+        return call.finish_stream(state)
 
     async def _setup(self, params: dict[str, Any]) -> None:
         """Learn, once, what ``model=None`` and ``dialect="auto"`` leave open."""
@@ -636,7 +673,7 @@ class AsyncClient(AsyncScoring):
         """`stream`'s opener with a `Watch`, which the stream reports its end to."""
         with self._observer.watch(endpoint, stream=True) as watch:
             call = await self._prepare(
-                "stream", prompt, output_type, endpoint, params, None, watch, stream=True
+                "stream", prompt, output_type, endpoint, params, None, watch, reading="stream"
             )
             state = StreamState(call)
             state.watch = watch

@@ -16,19 +16,20 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, TypeVar, final
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, final
 
 import httpx
 import msgspec
 
 from . import errors
 from ._confidence import Reading, continuation, read, split
-from ._dialects import Endpoint, Plan
+from ._dialects import DIALECTS, Endpoint, Plan
 from ._log import log
 from ._output.depth import body_decoder
 from ._output.types import OutputSpec
 from ._request import CallSettings, PreparedRequest, Timeouts
 from ._response import Response
+from ._runaway import DEFAULT, Found, Runaway, find, json_path
 from ._secrets import scrub, scrub_text, secrets_of
 from ._status import api_error
 from ._tools import Tool, ToolCall, check_choice, decode_calls, tool_table
@@ -42,6 +43,9 @@ from ._wire.protocol import (
     WireToolCall,
     add_usage,
 )
+
+if TYPE_CHECKING:
+    from ._stream_state import StreamState
 
 __all__ = [
     "Attempts",
@@ -217,6 +221,9 @@ class Call(Attempts, kw_only=True):
     answer: Response[Any, Any] | None = None
     reading: Reading | None = None
     pending: tuple[bytes, ...] = ()
+    # The thresholds lmclient watches the answer with, read as a stream (`_runaway`); ``None``:
+    # the answer is read whole (bounded by its type, watched by the server, or not watched).
+    runaway: Runaway | None = None
 
     @classmethod
     def new(
@@ -230,9 +237,11 @@ class Call(Attempts, kw_only=True):
         caveat: str,
         params: Mapping[str, Any],
         many: Many | None = None,
+        runaway: Runaway | None = None,
     ) -> Call:
         """The call of ``request``, with its parameters' settings over the client's; an item
-        of ``many``, a batch whose budgets its re-asks keep too."""
+        of ``many``, a batch whose budgets its re-asks keep too; watched for runaways as a
+        stream with ``runaway``."""
         if params:
             settings = settings.given(params)
             tools = tool_table(params)
@@ -252,6 +261,7 @@ class Call(Attempts, kw_only=True):
             tool_choice=params.get("tool_choice") if tools else None,
             many=many if many is not None and many.budgeted else None,
             probabilities=probabilities,
+            runaway=runaway,
         )
 
     def finish(
@@ -275,6 +285,78 @@ class Call(Attempts, kw_only=True):
             return response if not self.probabilities else self._with_probabilities(response)
         except errors.ValidationError as exc:
             return Next(call=self.reask(exc), invalid=exc)
+
+    @staticmethod
+    def streams(status: int, headers: Mapping[str, str]) -> bool:
+        """Whether the answer to a watched call (`runaway`) came as the stream it asked for:
+        not an error, nor one JSON body (a respx mock's, a server's that ignores ``stream``),
+        which `finish` reads as any call's."""
+        return status < 300 and headers.get("content-type", "").startswith("text/event-stream")
+
+    def finish_stream(self, state: StreamState) -> Response[Any, Any] | Next:
+        """`finish` for a watched call's answer, read to its end as a stream."""
+        if log.isEnabledFor(logging.DEBUG):
+            self.log_attempt(200, state.headers or {})
+        try:
+            return state.result()
+        except errors.ValidationError as exc:
+            return Next(call=self.reask(exc), invalid=exc)
+
+    def ran_away(
+        self, found: Found, text: str, *, by: str, usage: Usage | None, deltas: int | None = None
+    ) -> errors.RunawayError:
+        """The `RunawayError` for the runaway ``found`` in ``text``, stopped ``by`` lmclient
+        (``"client"``), the server or ``max_tokens``: where it is, what repeats, what it cost
+        (the server's count of tokens, else the ``deltas`` received), and what helps."""
+        started = self.attempt_started
+        tokens = usage.completion_tokens if usage is not None else deltas
+        exc = errors.RunawayError(
+            text=text,
+            output_type=self._type,
+            path="$" if self.spec.kind == "text" else json_path(text, found.start),
+            span=found.span,
+            repeats=found.repeats,
+            kind=found.kind,
+            by=by,
+            tokens=tokens,
+            seconds=time.monotonic() - started if started else None,
+            advice=self._runaway_advice(found),
+        )
+        exc.usage = usage
+        self.spend(exc, usage)
+        return self.explained(exc)  # type: ignore[return-value]
+
+    def _runaway_advice(self, found: Found) -> str:
+        """What helps against a runaway like ``found``: the server's JSON whitespace, where that
+        is what ran away; else a bound on the field, which gives the call the token budget of
+        its longest value (or the runaway thresholds, where the repetition is meant)."""
+        tune = "or tune runaway=lmclient.Runaway(...) (or 'off') if the repetition is meant"
+        if found.kind == "whitespace" and not self.plan.compact and self.spec.kind != "text":
+            dialect = DIALECTS.get(self.plan.dialect)
+            allowed = "" if dialect is None else f" ({dialect.json_whitespace})"
+            gateway = (
+                "; behind the SGLang Model Gateway with --backend openai only response_format "
+                "reaches the workers: run it with --backend sglang, or call the worker directly "
+                "with its dialect="
+                if self.plan.dialect == "sglang-gateway"
+                else ""
+            )
+            return (
+                f"dialect {self.plan.dialect!r} sends the server's JSON mode, which lets the "
+                f"model write whitespace between tokens{allowed}; lmclient's compact grammar, "
+                "which has none, goes to vLLM, SGLang and llama.cpp (whitespace='compact', "
+                f"the default){gateway}"
+            )
+        if self.spec.kind == "text":
+            return (
+                "bound the answer (max_tokens, a stop sequence), lower the temperature or change "
+                f"the prompt; {tune}"
+            )
+        return (
+            "bound the field in the output type (Annotated[str, msgspec.Meta(max_length=...)] "
+            "for a str, Meta(max_length=...) for a list, Meta(le=...) for a number): a bounded "
+            f"type gets the max_tokens of its longest value; {tune}"
+        )
 
     def reask(self, exc: errors.ValidationError) -> Call:
         """The call that asks again after an invalid answer, with that answer and the reason
@@ -603,11 +685,19 @@ class Call(Attempts, kw_only=True):
                 )
             if reason == "abort":  # SGLang aborts a request it cannot finish
                 raise errors.ServerError("the server aborted the generation", status_code=200)
-            if reason == "length" and constrained:
-                raise self.explained(
-                    self.unapplied(text)
-                    or errors.TruncatedError(text=text, output_type=self._type, usage=usage)
-                )
+            if reason == "repetition":  # vLLM's repetition_detection stopped a loop
+                located = find(text, _LOCATE) or Found(kind="repeat", span="", repeats=0, start=0)
+                raise self.ran_away(located, text, by="server", usage=usage)
+            if reason == "length":
+                if constrained and (ignored := self.unapplied(text)) is not None:
+                    raise self.explained(ignored)
+                found = find(text, self.runaway or DEFAULT)
+                if found is not None:
+                    raise self.ran_away(found, text, by="max_tokens", usage=usage)
+                if constrained:
+                    raise self.explained(
+                        errors.TruncatedError(text=text, output_type=self._type, usage=usage)
+                    )
             if not text and reasoning and constrained:
                 raise errors.ValidationError(
                     "the message content is empty but reasoning is present: the model may "
@@ -675,6 +765,11 @@ class Next(msgspec.Struct, frozen=True, kw_only=True):
     call: Call
     invalid: errors.ValidationError | None = None
 
+
+# Where the server stopped a loop (finish_reason "repetition"), the loop in its text: vLLM counts
+# repeated tokens, which a text shows as a span repeated fewer times than lmclient's own watch
+# needs to stop one.
+_LOCATE = Runaway(repeats=3, min_chars=8, max_span=512)
 
 # A response body decoded, or the `ProtocolError` carrying it: refused unread where it nests
 # deeper than any answer (`lmclient._output.depth`).

@@ -8,13 +8,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import httpx
 
 from . import errors
 from ._call import Call, Lookup, Next
-from ._core import DEFAULT_MAX_RESPONSE_BYTES, ClientCore
+from ._core import DEFAULT_MAX_RESPONSE_BYTES, ClientCore, Reading
 from ._dialects import Endpoint, ServerInfo, Whitespace
 from ._embeddings import (
     DEFAULT_BATCH_SIZE,
@@ -30,7 +30,9 @@ from ._hooks import Hook, Observer, Watch
 from ._output.markers import Choice, Grammar, JsonSchema, Regex
 from ._params import NO_PROMPT, Prompt
 from ._proxies import environment_proxy
+from ._request import Timeouts
 from ._response import Response
+from ._runaway import Runaway
 from ._scoring_client import Scoring
 from ._status import api_error
 from ._stream import Opened, Stream
@@ -71,6 +73,7 @@ class Client(Scoring):
         uds: str | os.PathLike[str] | None = None,
         defaults: Mapping[str, Any] | None = None,
         whitespace: Whitespace = "compact",
+        runaway: Literal["on", "off"] | Runaway = "on",
         hooks: Sequence[Hook] = (),
         hook_content: bool = False,
         tracing: bool | None = None,
@@ -89,6 +92,7 @@ class Client(Scoring):
             defaults=defaults,
             whitespace=whitespace,
             uds=uds,
+            runaway=runaway,
         )
         direct = http_client is not None or self._core.uds is not None  # no environment proxy
         proxy = None if direct else environment_proxy(self._core.base_url)
@@ -253,7 +257,7 @@ class Client(Scoring):
         def opener() -> tuple[StreamState, Opened]:
             if self._watched in _MODULES:
                 return self._open_watched(prompt, output_type, endpoint, params)
-            call = self._prepare("stream", prompt, output_type, endpoint, params, stream=True)
+            call = self._prepare("stream", prompt, output_type, endpoint, params, reading="stream")
             return StreamState(call), self._open(call)
 
         return Stream(opener)
@@ -497,7 +501,7 @@ class Client(Scoring):
         many: Many | None = None,
         watch: Watch | None = None,
         *,
-        stream: bool = False,
+        reading: Reading = "call",
     ) -> Call:
         """The call's request; on first use, after the set-up requests (input checked first).
         With a `Watch`, its span starts once the set-up is done, and is current while the
@@ -508,7 +512,9 @@ class Client(Scoring):
             self._setup(params)
         if watch is not None:
             params = watch.begin(core, params)
-        return core.prepare(where, prompt, output_type, endpoint, params, stream=stream, many=many)
+        return core.prepare(
+            where, prompt, output_type, endpoint, params, reading=reading, many=many
+        )
 
     @overload
     def _run(self, call: Call, watch: Watch | None = None) -> Response[Any, Any]: ...
@@ -525,12 +531,15 @@ class Client(Scoring):
                 timeouts = call.start_attempt()  # raises once the deadline has passed: not sent
                 if watch is not None:
                     watch.sending(call)
-                status, headers, body = self._transport.send(
-                    call.request, timeouts, call.settings.max_response_bytes, call.deadline_at
-                )
-                if watch is not None:
-                    watch.received(status, headers)
-                outcome = call.finish(status, headers, body)
+                if type(call) is Call and call.runaway is not None:  # read as it is generated
+                    outcome = self._read_watched(call, timeouts, watch)
+                else:
+                    status, headers, body = self._transport.send(
+                        call.request, timeouts, call.settings.max_response_bytes, call.deadline_at
+                    )
+                    if watch is not None:
+                        watch.received(status, headers)
+                    outcome = call.finish(status, headers, body)
                 if type(outcome) is not Next:
                     return outcome if watch is None else watch.finished(outcome)
                 call = outcome.call
@@ -542,6 +551,30 @@ class Client(Scoring):
                 if watch is not None:
                     watch.retrying(delay, exc)
             time.sleep(delay)
+
+    def _read_watched(
+        self, call: Call, timeouts: Timeouts, watch: Watch | None
+    ) -> Response[Any, Any] | Next:
+        """The answer of a call watched for runaways (`Call.runaway`), read as a stream as the
+        server generates it: at a runaway, `StreamState.feed` raises `RunawayError` and the
+        connection is closed, which the server takes as an abort. An answer that is not the
+        stream asked for (an error; one JSON body, from a respx mock) is read as a call's."""
+        response = self._transport.stream(
+            call.request, timeouts, call.settings.max_response_bytes, call.deadline_at
+        )
+        try:
+            if watch is not None:
+                watch.received(response.status, response.headers)
+            if not call.streams(response.status, response.headers):
+                return call.finish(response.status, response.headers, b"".join(response.chunks))
+            state = StreamState(call)
+            state.headers = response.headers
+            for chunk in response.chunks:
+                state.feed(chunk)
+            state.end()
+        finally:
+            response.close()
+        return call.finish_stream(state)
 
     def _setup(self, params: dict[str, Any]) -> None:
         """Learn, once, what ``model=None`` and ``dialect="auto"`` leave open."""
@@ -613,7 +646,7 @@ class Client(Scoring):
         """`stream`'s opener with a `Watch`, which the stream reports its end to."""
         with self._observer.watch(endpoint, stream=True) as watch:
             call = self._prepare(
-                "stream", prompt, output_type, endpoint, params, None, watch, stream=True
+                "stream", prompt, output_type, endpoint, params, None, watch, reading="stream"
             )
             state = StreamState(call)
             state.watch = watch

@@ -49,6 +49,7 @@ from ._params import (
 from ._plans import Planned, Plans
 from ._reasoning import REASONING_PARAMS, reasoning_fields, reasoning_params, thinking_room
 from ._request import CallSettings, PreparedRequest, Timeouts
+from ._runaway import Runaway, runaway_setting, server_fields
 from ._serving import (
     HEADER_PARAMS,
     TABLED,
@@ -62,7 +63,7 @@ from ._usage import Many
 from ._wire.protocol import ModelList
 from .errors import ConfigurationError, UnsupportedConstraintError
 
-__all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "ClientCore"]
+__all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "ClientCore", "Reading"]
 
 
 DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
@@ -77,6 +78,10 @@ _QUICK = {"timeout": PROBE_TIMEOUT, "max_retries": 0}  # detection's requests
 # ``"special"``, that and some of `_CHECKED` (a header, a reasoning control, a tool...), which
 # have their own checks and fields.
 Shape = Literal["given", "spelt", "special"]
+# How a call's answer is read: ``"call"``, whole, or as a stream where lmclient watches it for
+# runaways (`ClientCore._watched`); ``"stream"``, a user's stream; ``"file"``, a batch file's
+# request line, sent by no one here (never streamed).
+Reading = Literal["call", "stream", "file"]
 
 
 class Checked(msgspec.Struct, frozen=True, kw_only=True):
@@ -111,6 +116,7 @@ class ClientCore:
         max_reasks: int = 0,
         whitespace: Whitespace = "compact",
         uds: str | os.PathLike[str] | None = None,
+        runaway: Any = "on",
     ) -> None:
         base_url = (base_url or UDS_BASE_URL) if uds is not None else env_base_url(base_url)
         if not base_url:
@@ -145,6 +151,10 @@ class ClientCore:
                 f"whitespace must be 'compact' or 'server', not {whitespace!r}"
             )
         self.compact = whitespace == "compact"
+        try:
+            self.runaway = runaway_setting(runaway, "Client")  # ``None``: "off"
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from None
         hdrs = client_headers(
             headers, api_key=env_api_key(api_key), api_key_given=bool(api_key), url=url
         )
@@ -172,7 +182,7 @@ class ClientCore:
         self._header_lists: dict[tuple[tuple[str, str], ...], list[tuple[str, str]]] = {}
         if not HEADER_PARAMS.isdisjoint(given):
             self._check_headers("defaults", given)
-        self._plans = Plans(compact=self.compact)
+        self._plans = Plans(compact=self.compact, runaway=self.runaway)
         self._urls = {
             "chat": self.base_url + "/chat/completions",
             "completions": self.base_url + "/completions",
@@ -430,6 +440,8 @@ class ClientCore:
                 check_model(dialect.name, model, self.server_info.models, where)
             if params.get("probabilities"):
                 _confidence.check(where, spec, planned.plan, dialect)
+            if "runaway" in params:
+                runaway_setting(params["runaway"], where)  # its refusal, before any request
             extra = params.get("extra_body") or defaults.get("extra_body")
             if extra:
                 dialect.check_extra(extra, endpoint)
@@ -479,13 +491,14 @@ class ClientCore:
         endpoint: Endpoint,
         params: dict[str, Any],
         *,
-        stream: bool = False,
+        reading: Reading = "call",
         many: Many | None = None,
     ) -> Call:
         """Validate a call's input and build its request, once the client is `ready`; raises
         before anything is sent. The body is one dict, encoded by msgspec in one pass, with the
         plan's fields already encoded (`Planned`). An item of ``many`` starts only within its
-        batch's budgets (else `TokenBudgetExceeded`)."""
+        batch's budgets (else `TokenBudgetExceeded`). ``reading``: how its answer will be read
+        (`Reading`)."""
         if many is not None:
             many.check()
         checked = self._checked(where, prompt, output_type, endpoint, params)
@@ -500,6 +513,9 @@ class ClientCore:
         headers = self.post_headers
         if shape == "special" and not HEADER_PARAMS.isdisjoint(merged):  # (in _CHECKED)
             headers = self._call_headers(merged, planned.dialect)
+        runaway = None  # the thresholds lmclient watches the answer with, as a stream
+        if planned.guard == "client" and reading != "file":
+            runaway = self._watched(merged, shape)
         body = self._body(
             prompt,
             messages=messages,
@@ -507,7 +523,7 @@ class ClientCore:
             params=merged,
             planned=planned,
             shape=shape,
-            stream=stream,
+            stream=reading == "stream" or runaway is not None,
         )
         return Call.new(
             self.settings,
@@ -518,7 +534,20 @@ class ClientCore:
             caveat=self.caveat,
             params=_NO_PARAMS if shape == "given" else merged,  # (all in the body: none read)
             many=many,
+            runaway=runaway,
         )
+
+    def _watched(self, params: Mapping[str, Any], shape: Shape) -> Runaway | None:
+        """The thresholds lmclient watches a call's answer with, where its plan's guard is the
+        client's: the call's ``runaway=``, else the client's; ``None`` where the answer is not
+        one text to watch (several choices, logprobs, tools: read whole, as before)."""
+        if shape == "given":  # the usual call: the client's setting, ``n`` the one to read
+            return self.runaway if params.get("n", 1) == 1 else None
+        if params.get("n", 1) != 1 or not _UNWATCHED.isdisjoint(params):
+            return None
+        if "runaway" in params:
+            return runaway_setting(params["runaway"], "call")
+        return self.runaway
 
     def names_model(self, params: Mapping[str, Any]) -> bool:
         """Whether a call names its model (``model=``, or in ``defaults``): then a client made
@@ -619,6 +648,11 @@ class ClientCore:
             if planned.dialect.stream_usage:
                 body["stream_options"] = {"include_usage": True}
         body.update(planned.fields)
+        if shape == "special" and "runaway" in params and planned.guard == "server":
+            asked = runaway_setting(params["runaway"], "call")  # over the client's, in the plan's
+            body.pop("repetition_detection", None)
+            if asked is not None:
+                body.update(server_fields(asked))
         extra = None if given else params.get("extra_body")
         if extra:
             merge_extra(body, extra, planned.plan.fields)
@@ -657,8 +691,10 @@ _CHECKED = (
     | REASONING_PARAMS
     | _TOOL_PARAMS
     | _TABLED
-    | {"model", "extra_body", "probabilities"}
+    | {"model", "extra_body", "probabilities", "runaway"}
 )
+# A call with any of these is read whole, not watched as a stream (`ClientCore._watched`).
+_UNWATCHED = frozenset({"logprobs", "probabilities", "tools"})
 
 
 def model_ids(body: bytes) -> list[str]:

@@ -20,6 +20,7 @@ import httpx
 
 from ._media import Media
 from ._request import Timeouts
+from ._runaway import Runaway
 from ._serving import SERVING_PARAMS, serving_problem
 from ._tools import Tool
 
@@ -93,6 +94,9 @@ class _OneCallParams(TypedDict, total=False):
     headers: Mapping[str, str]  # merged over the client's
     traceparent: str  # W3C trace context, sent as headers
     tracestate: str
+    # The watch over an answer that loops (`_runaway`): "on" (the client's default), "off", or
+    # thresholds; not a batch file's, whose answers no one reads as they come.
+    runaway: Literal["on", "off"] | Runaway
 
 
 class CallParams(FileParams, _OneCallParams, total=False):
@@ -164,6 +168,7 @@ CALL_PARAMS: dict[str, tuple[type, ...]] = {
     "traceparent": (str,),
     "tracestate": (str,),
     "probabilities": (bool,),
+    "runaway": (str, Runaway),
 }
 # The body parameters spelt per endpoint (`lmclient._core._add_params`).
 RESPELT = frozenset({"stop", "logprobs", "top_logprobs"})

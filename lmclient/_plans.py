@@ -19,6 +19,8 @@ import msgspec
 
 from ._dialects import Dialect, Endpoint, ServerInfo
 from ._output.types import OutputSpec, compile_output
+from ._runaway import Guard, Runaway, server_fields
+from ._servers import release
 
 __all__ = ["Planned", "Plans"]
 
@@ -30,35 +32,58 @@ _BOUND = 256  # plans kept: output types made anew on every call must not grow t
 class Planned:
     """A dialect's plan for one output type and endpoint, with its fields encoded once."""
 
-    __slots__ = ("checked", "dialect", "endpoint", "fields", "plan", "spec")
+    __slots__ = ("_runaway", "checked", "dialect", "endpoint", "fields", "guard", "plan", "spec")
 
     def __init__(
-        self, spec: OutputSpec[Any], dialect: Dialect, endpoint: Endpoint, *, compact: bool
+        self,
+        spec: OutputSpec[Any],
+        dialect: Dialect,
+        endpoint: Endpoint,
+        *,
+        compact: bool,
+        runaway: Runaway | None,
     ) -> None:
         self.spec = spec
         self.dialect = dialect
         self.endpoint = endpoint
         self.plan = plan = dialect.plan(spec, endpoint, compact=compact)
         self.fields = {name: msgspec.Raw(_encode(value)) for name, value in plan.fields.items()}
+        self._runaway = runaway  # the client's thresholds (``None``: runaway="off")
+        # Who watches this plan's answers for runaways (`_runaway`), with the server known
+        # (`check_server`); ``None``: a bounded type, whose token budget caps its answer.
+        self.guard: Guard | None = None
         # the server info this plan passed `Dialect.check_server` for (a call checks it again
         # only when the probes have learnt another); a sentinel until the first check
         self.checked: object = _UNCHECKED
 
     def check_server(self, info: ServerInfo | None) -> None:
         """`Dialect.check_server` for this plan, and the server info it passed for (`Plans.get`
-        checks again only for another)."""
+        checks again only for another); who watches its answers on that server (`guard`), and
+        the server's fields for it in `fields` (vLLM's ``repetition_detection``, at the
+        client's thresholds: a call's own ``runaway=`` changes them in its body)."""
         self.dialect.check_server(info, self.plan, self.endpoint)
         self.checked = info
+        self.guard = None
+        if self.plan.budget is None:
+            since = self.dialect.repetition_since
+            version = None if info is None else info.version
+            by_server = since is not None and (version is None or release(version) >= since)
+            self.guard = "server" if by_server else "client"
+        self.fields.pop("repetition_detection", None)
+        if self.guard == "server" and self._runaway is not None:
+            for name, value in server_fields(self._runaway).items():
+                self.fields[name] = msgspec.Raw(_encode(value))
 
 
 class Plans:
     """A client's plans, by output type, endpoint and dialect; made on first use, which raises
     the dialect's refusals before any request."""
 
-    __slots__ = ("_found", "compact")
+    __slots__ = ("_found", "compact", "runaway")
 
-    def __init__(self, *, compact: bool) -> None:
+    def __init__(self, *, compact: bool, runaway: Runaway | None) -> None:
         self.compact = compact  # lmclient's compact grammar, where the dialect can send one
+        self.runaway = runaway  # the client's runaway thresholds (``None``: "off")
         self._found: dict[tuple[Any, Endpoint, Dialect], Planned] = {}
 
     def get(
@@ -77,7 +102,7 @@ class Plans:
         planned = self._found.get(key)
         if planned is None:
             spec = spec or compile_output(output_type)
-            planned = Planned(spec, dialect, endpoint, compact=self.compact)
+            planned = Planned(spec, dialect, endpoint, compact=self.compact, runaway=self.runaway)
             if len(self._found) >= _BOUND:
                 self._found.clear()
             self._found[key] = planned

@@ -13,6 +13,7 @@ import msgspec
 
 from . import errors
 from ._output.depth import MAX_DEPTH, guarded_decoder
+from ._runaway import Sentry
 from ._secrets import scrub
 from ._status import api_error
 from ._wire.protocol import (
@@ -54,6 +55,7 @@ class StreamState:
         "_reasoning_at",
         "_reasoning_sent",
         "_refusal",
+        "_sentry",
         "_sse",
         "done",
         "events",
@@ -86,6 +88,8 @@ class StreamState:
         self.watch: Watch | None = None  # an observed call's (`_hooks`): told how it ends
         # the response's headers (lower-case names), set by the stream once it is open
         self.headers: Mapping[str, str] | None = None
+        # the watch over the text for runaways (`_runaway`), where lmclient is the one to watch
+        self._sentry = None if call.runaway is None else Sentry(call.runaway)
 
     def scrub(self, exc: BaseException) -> None:
         """Take the client's key out of a failure of this stream (`lmclient._secrets`)."""
@@ -237,6 +241,12 @@ class StreamState:
             if text:
                 self._parts.append(text)
                 out.append(text)
+                if self._sentry is not None:
+                    found = self._sentry.feed(text)
+                    if found is not None:
+                        raise self._call.ran_away(
+                            found, self.text, by="client", usage=None, deltas=len(self._parts)
+                        )
             if delta is not None:
                 thought = delta.reasoning or delta.reasoning_content
                 if thought:

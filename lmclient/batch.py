@@ -82,7 +82,9 @@ def write_requests(
     encode = msgspec.json.Encoder().encode
     with open(path, "wb") as out:
         for index, (prompt, tp) in enumerate(items):
-            call = core.prepare("write_requests", prompt, tp, endpoint, dict(params))
+            call = core.prepare(
+                "write_requests", prompt, tp, endpoint, dict(params), reading="file"
+            )
             assert call.request.body is not None
             line = _Request(
                 f"request-{index}", "POST", _URLS[endpoint], msgspec.Raw(call.request.body)
@@ -116,7 +118,7 @@ def read_results(
         tp = output_type if per_item is None else per_item[index]
         key = id(tp)
         if key not in calls:
-            calls[key] = core.prepare("read_results", "", tp, endpoint, {})
+            calls[key] = core.prepare("read_results", "", tp, endpoint, {}, reading="file")
         return calls[key]
 
     found: dict[int, Any] = {}

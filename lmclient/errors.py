@@ -16,6 +16,7 @@ The exception hierarchy. Every failure a caller can see is one of these:
     + ProtocolError              the server's bytes are not the protocol (bad JSON/SSE, too big)
   x ValidationError              the output does not match the output type
     + TruncatedError             finish_reason == "length"
+      + RunawayError             the answer looped: stopped there (raising max_tokens cannot help)
     + ConstraintIgnoredError     the answer shows the constraint fields never reached the decoder
     + RefusalError               message.refusal or finish_reason == "content_filter"
   x TokenBudgetExceeded          a token_budget was spent: no more re-asks, no new batch items
@@ -61,6 +62,7 @@ __all__ = [
     "ProtocolError",
     "RateLimitError",
     "RefusalError",
+    "RunawayError",
     "ServerError",
     "TokenBudgetExceeded",
     "TruncatedError",
@@ -231,6 +233,63 @@ class TruncatedError(ValidationError):
             output_type=output_type,
         )
         self.usage = usage
+
+
+class RunawayError(TruncatedError):
+    """The answer ran away: it stopped making progress towards a value (a span repeated again
+    and again, whitespace without end, a number whose digits never end), and generation was
+    stopped there (``by``: ``"client"``, lmclient's watch closed the connection; ``"server"``,
+    the server's own check, vLLM's ``repetition_detection``; ``"max_tokens"``, the answer was
+    cut there and its text ends in the loop). A `TruncatedError`, so what catches a cut
+    answer catches it; unlike one, raising ``max_tokens`` cannot help: the model was looping.
+
+    ``path`` is the JSON path of what ran away (``$.tags``; ``$`` for a text output),
+    ``span`` the repeating text, ``repeats`` how many times in a row, ``kind`` ``"repeat"``,
+    ``"whitespace"`` or ``"digits"``, ``tokens`` the completion tokens spent (the server's
+    count where it sent one, else the deltas received), ``seconds`` the answer's time."""
+
+    def __init__(
+        self,
+        *,
+        text: str,
+        output_type: Any,
+        path: str,
+        span: str,
+        repeats: int,
+        kind: str,
+        by: str,
+        tokens: int | None,
+        seconds: float | None,
+        advice: str,
+    ) -> None:
+        what = {
+            "repeat": f"{_preview(span)} repeated {repeats} times in a row",
+            "whitespace": f"{repeats} characters of whitespace in a row",
+            "digits": f"a number of {len(span)} digits",
+        }.get(kind, kind)
+        where = "the text" if path == "$" else f"at {path}"
+        spent = [] if tokens is None else [f"{tokens} tokens"]
+        spent += [] if seconds is None else [f"{seconds:.1f} s"]
+        stopped = {
+            "client": "stopped by lmclient's runaway watch",
+            "server": "stopped by the server's repetition detection",
+            "max_tokens": "cut at max_tokens",
+        }.get(by, by)
+        ValidationError.__init__(
+            self,
+            f"the answer ran away {where}: {what} ({stopped}"
+            f"{', after ' + ', '.join(spent) if spent else ''}); raising max_tokens cannot "
+            f"help: {advice}",
+            text=text,
+            output_type=output_type,
+        )
+        self.path = path
+        self.span = span
+        self.repeats = repeats
+        self.kind = kind
+        self.by = by
+        self.tokens = tokens
+        self.seconds = seconds
 
 
 class ConstraintIgnoredError(ValidationError):

@@ -13,7 +13,7 @@ import respx
 import lmclient
 from lmclient._dialects import Endpoint
 from tests.helpers import reply
-from tests.kinds import DIALECTS, KINDS, Kind, expected_budget, expected_fields, reply_text
+from tests.kinds import DIALECTS, KINDS, Kind, expected_budget, expected_fields, expected_watch, reply_text
 
 BASE = "http://llm.test/v1"
 
@@ -41,7 +41,7 @@ async def test_exact_request_body_and_validated_value(
     prompt = (
         {"messages": [{"role": "user", "content": "Q"}]} if endpoint == "chat" else {"prompt": "Q"}
     )
-    budget = expected_budget(kind, dialect)
+    budget = expected_budget(kind, dialect) | expected_watch(kind, dialect, endpoint)
     assert json.loads(route.calls.last.request.content) == {
         "model": "m",
         **prompt,

@@ -13,7 +13,7 @@ import respx
 import lmclient
 from lmclient._dialects import Endpoint
 from tests.helpers import chat_body, reply
-from tests.kinds import DIALECTS, KINDS, Kind, expected_budget, expected_fields, reply_text
+from tests.kinds import DIALECTS, KINDS, Kind, expected_budget, expected_fields, expected_watch, reply_text
 
 BASE = "http://llm.test/v1"
 
@@ -46,7 +46,7 @@ def test_exact_request_body_and_validated_value(
     assert response.value == kind.value
     assert type(response.value) is type(kind.value)
     sent = json.loads(route.calls.last.request.content)
-    budget = expected_budget(kind, dialect)
+    budget = expected_budget(kind, dialect) | expected_watch(kind, dialect, endpoint)
     assert sent == {"model": "m", **_prompt_fields(endpoint), **budget, **fields}
 
 
@@ -104,6 +104,8 @@ def test_parameters_defaults_and_extra_body_in_the_body(respx_mock: respx.MockRo
         "top_logprobs": 2,
         "top_k": 20,
         "min_p": 0.1,
+        # an unbounded answer (str), which vLLM stops where it loops (issue 39)
+        "repetition_detection": {"max_pattern_size": 32, "min_pattern_size": 1, "min_count": 16},
     }
 
 

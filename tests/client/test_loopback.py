@@ -16,7 +16,7 @@ import lmclient
 from lmclient._dialects import Endpoint
 from lmclient.testing import FakeLLM
 from tests.helpers import EXAMPLES, checked_out, gated_fake
-from tests.kinds import DIALECTS, KINDS, Kind, expected_budget, expected_fields, reply_text
+from tests.kinds import DIALECTS, KINDS, Kind, expected_budget, expected_fields, expected_watch, reply_text
 
 MODEL = "fake-model"
 
@@ -63,6 +63,7 @@ def test_sync_scripted_reply_over_sockets(
         **_prompt(endpoint),
         **expected_fields(kind, dialect, endpoint),
         **expected_budget(kind, dialect, endpoint),
+        **expected_watch(kind, dialect, endpoint),
     }
 
 
@@ -79,6 +80,7 @@ async def test_async_scripted_reply_over_sockets(
         **_prompt(endpoint),
         **expected_fields(kind, dialect, endpoint),
         **expected_budget(kind, dialect, endpoint),
+        **expected_watch(kind, dialect, endpoint),
     }
 
 
@@ -216,6 +218,8 @@ def test_early_close_without_done_is_a_protocol_error(fake: FakeLLM, url: str) -
 # -- resource safety: every way out of a stream releases its connection -----------------------
 
 EXITS = ["finish", "break", "exception", "early-exit"]
+# Many deltas, none repeating the one before (a span said 20 times over would be a runaway)
+LONG_ANSWER = " ".join(f"part {i} of a fairly long answer." for i in range(20))
 
 
 def _stream_and_leave(client: lmclient.Client, how: str) -> None:
@@ -237,12 +241,12 @@ def _stream_and_leave(client: lmclient.Client, how: str) -> None:
 
 @pytest.mark.parametrize("how", EXITS)
 def test_sync_stream_releases_its_connection(how: str, fake: FakeLLM, url: str) -> None:
-    fake.reply("a fairly long answer " * 20)
+    fake.reply(LONG_ANSWER)
     with lmclient.Client(url, model=MODEL) as client:
         _stream_and_leave(client, how)
         assert checked_out(client) == 0
         for _ in range(100):
-            assert client.generate("Q") == "a fairly long answer " * 20
+            assert client.generate("Q") == LONG_ANSWER
         assert checked_out(client) == 0
 
 
@@ -265,19 +269,19 @@ async def _astream_and_leave(client: lmclient.AsyncClient, how: str) -> None:
 
 @pytest.mark.parametrize("how", EXITS)
 async def test_async_stream_releases_its_connection(how: str, fake: FakeLLM, url: str) -> None:
-    fake.reply("a fairly long answer " * 20)
+    fake.reply(LONG_ANSWER)
     async with lmclient.AsyncClient(url, model=MODEL) as client:
         await _astream_and_leave(client, how)
         assert checked_out(client) == 0
         for _ in range(100):
-            assert await client.generate("Q") == "a fairly long answer " * 20
+            assert await client.generate("Q") == LONG_ANSWER
         assert checked_out(client) == 0
 
 
 async def test_cancelled_task_releases_its_stream() -> None:
     gate = threading.Event()
     fake = FakeLLM(on_chunk=lambda index: index >= 3 and gate.wait(10))
-    fake.reply("a fairly long answer " * 20)
+    fake.reply(LONG_ANSWER)
     with fake.serve() as base_url:
         async with lmclient.AsyncClient(base_url, model=MODEL) as client:
             first = asyncio.Event()

@@ -34,10 +34,10 @@ def test_a_stream_is_subscripted_with_one_parameter_or_two_at_run_time() -> None
 
 
 def test_request_asks_for_usage_and_streaming() -> None:
-    c = make_core().prepare("stream", "Q", str, "chat", {}, stream=True)
+    c = make_core().prepare("stream", "Q", str, "chat", {}, reading="stream")
     body = json.loads(c.request.body or b"")
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
-    tgi = make_core(dialect="tgi").prepare("stream", "Q", str, "chat", {}, stream=True)
+    tgi = make_core(dialect="tgi").prepare("stream", "Q", str, "chat", {}, reading="stream")
     assert "stream_options" not in json.loads(tgi.request.body or b"")
 
 
@@ -110,7 +110,8 @@ async def test_async_one_long_item_costs_work_linear_in_its_length(
     respx_mock.post(BASE + "/chat/completions").mock(
         return_value=sse_response(text_stream(text, size=16))
     )
-    async with lmclient.AsyncClient(BASE, model="m", dialect="openai") as client:
+    # (an item of one repeated character: a runaway but for runaway="off")
+    async with lmclient.AsyncClient(BASE, model="m", dialect="openai", runaway="off") as client:
         with counted_splits() as work:
             async with client.stream("S", list[str]) as s:
                 assert [item async for item in s.items()] == [long, "short"]

@@ -23,7 +23,7 @@ class Person(msgspec.Struct):
 
 def state(output_type: Any = str, endpoint: Any = "chat") -> _stream_state.StreamState:
     return _stream_state.StreamState(
-        make_core().prepare("stream", "Q", output_type, endpoint, {}, stream=True)
+        make_core().prepare("stream", "Q", output_type, endpoint, {}, reading="stream")
     )
 
 

@@ -1,0 +1,219 @@
+"""Runaways: an answer that no longer makes progress towards a value, told from its text as it
+is generated, so that a call stops there instead of at ``max_tokens`` minutes later.
+
+A small model constrained to JSON, or writing prose, falls into loops: a span written again
+and again (``"Printer on Floor 3", "Printer on Floor 3", ...``, ``Say hi. Say hi. ...``),
+whitespace where the server's JSON mode allows it, a number whose digits never end
+(``6000000000...``). Each is the tail of the text repeating with a short period; an honest
+value almost never repeats one span 8 times over 64 characters. `Runaway` holds those
+thresholds (documented in docs/reliability.md, settable per client and per call).
+
+Who watches, decided once per plan (`guard`): vLLM from 0.17 stops a loop itself
+(``repetition_detection``: the call stays one JSON answer, `server_fields`); on every other
+server lmclient reads the answer as a stream and `Sentry` looks at its tail every few
+characters, and at a runaway the shell closes the connection, which the servers take as an
+abort. A bounded output type needs no watch: its token budget already caps its answer.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+import msgspec
+
+__all__ = [
+    "DEFAULT",
+    "Found",
+    "Guard",
+    "Runaway",
+    "RunawayKind",
+    "Sentry",
+    "find",
+    "json_path",
+    "runaway_setting",
+    "server_fields",
+]
+
+RunawayKind = Literal["repeat", "whitespace", "digits"]
+# Who watches a plan's answers: the server (vLLM's ``repetition_detection``) or lmclient, which
+# reads the answer as a stream (`Sentry`).
+Guard = Literal["server", "client"]
+
+
+class Runaway(msgspec.Struct, frozen=True, kw_only=True):
+    """When an answer counts as a runaway, for ``runaway=`` (``"on"`` is these defaults): a span
+    of at most ``max_span`` characters repeated ``repeats`` times in a row, over at least
+    ``min_chars`` characters (so a short repeat such as ``"ha ha ha"`` or ``[0,0,0]`` is not
+    one), or a run of more than ``digits`` digits. On vLLM, the server's own check is told the
+    same in tokens (`server_fields`)."""
+
+    repeats: int = 8
+    min_chars: int = 64
+    max_span: int = 128
+    digits: int = 64
+
+    def __post_init__(self) -> None:
+        for name in ("repeats", "min_chars", "max_span", "digits"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 2:
+                raise ValueError(f"Runaway({name}=...) must be an int of at least 2, not {value!r}")
+
+
+DEFAULT = Runaway()
+
+
+def runaway_setting(value: Any, where: str) -> Runaway | None:
+    """The thresholds ``runaway=`` asks for (``None``: ``"off"``); anything else is refused."""
+    if value == "on" and isinstance(value, str):
+        return DEFAULT
+    if value == "off" and isinstance(value, str):
+        return None
+    if isinstance(value, Runaway):
+        return value
+    raise ValueError(f"{where}(): runaway must be 'on', 'off' or a lmclient.Runaway, not {value!r}")
+
+
+def server_fields(runaway: Runaway) -> dict[str, Any]:
+    """vLLM's ``repetition_detection`` for ``runaway``, in tokens: a token holds about four
+    characters of these answers, so spans of up to ``max_span / 4`` tokens; and twice the
+    repeats, as a one-token span (a digit, a space) repeats honestly more often than a
+    character-long one (``1000000``: six ``0`` tokens). A loop of the longest span is then
+    stopped within ``2 * repeats * max_span / 4`` tokens (512 by default)."""
+    return {
+        "repetition_detection": {
+            "max_pattern_size": max(1, runaway.max_span // 4),
+            "min_pattern_size": 1,
+            "min_count": 2 * runaway.repeats,
+        }
+    }
+
+
+class Found(msgspec.Struct, frozen=True, kw_only=True):
+    """A runaway in a text: its kind, the span repeated (the digits, for ``"digits"``), how
+    many times in a row, and where the run starts."""
+
+    kind: RunawayKind
+    span: str
+    repeats: int
+    start: int
+
+
+_DIGITS = re.compile(r"[0-9]+\Z")
+_KEY = 8  # the suffix whose earlier occurrences give the candidate periods
+
+
+def find(text: str, runaway: Runaway, offset: int = 0) -> Found | None:
+    """The runaway that ``text`` (the answer's last characters, from ``offset`` in it) ends
+    with, if any. The candidate periods are the distances back to the earlier occurrences
+    of its last few characters (``str.rfind``, in C), each verified by one comparison of the
+    text with itself shifted: a few string operations however long the text."""
+    n = len(text)
+    digits = runaway.digits
+    if n > digits:
+        run = _DIGITS.search(text, n - digits - 1)
+        if run is not None and n - run.start() > digits:
+            start = run.start()
+            while start > 0 and text[start - 1].isdigit():
+                start -= 1
+            return Found(kind="digits", span=text[start:], repeats=1, start=offset + start)
+    if n < runaway.min_chars:
+        return None
+    key = text[n - _KEY :]
+    lowest = max(0, n - _KEY - runaway.max_span)
+    at = text.rfind(key, lowest, n - 1)
+    while at >= 0:
+        period = n - _KEY - at
+        need = max(period * runaway.repeats, runaway.min_chars)
+        if need <= n and text[n - need : n - period] == text[n - need + period :]:
+            start = n - need  # the run, extended back to its first character
+            while start >= period and text[start - period : start] == text[start : start + period]:
+                start -= period
+            while start > 0 and text[start - 1] == text[start - 1 + period]:
+                start -= 1
+            span = text[start : start + period]
+            kind: RunawayKind = "whitespace" if span.isspace() else "repeat"
+            return Found(kind=kind, span=span, repeats=(n - start) // period, start=offset + start)
+        at = text.rfind(key, lowest, at + _KEY - 1)
+    return None
+
+
+class Sentry:
+    """The watch over one answer's text as it arrives: `feed` each content delta; it looks at
+    the tail every `STEP` characters (a runaway is at least ``min_chars`` long, so a look per
+    few of its tokens costs little and misses nothing) and returns what it found."""
+
+    __slots__ = ("_runaway", "_seen", "_tail", "_unlooked", "_window")
+
+    STEP = 16
+
+    def __init__(self, runaway: Runaway) -> None:
+        self._runaway = runaway
+        # the characters a look needs: a whole run of the longest span, or a digit run
+        self._window = max(runaway.max_span * runaway.repeats, runaway.min_chars, runaway.digits)
+        self._window += _KEY + self.STEP
+        self._tail = ""
+        self._seen = 0  # the characters before the tail
+        self._unlooked = 0
+
+    def feed(self, delta: str) -> Found | None:
+        tail = self._tail + delta
+        if len(tail) > 2 * self._window:  # trimmed now and then: a copy per delta stays small
+            self._seen += len(tail) - self._window
+            tail = tail[-self._window :]
+        self._tail = tail
+        self._unlooked += len(delta)
+        if self._unlooked < self.STEP:
+            return None
+        self._unlooked = 0
+        return find(tail, self._runaway, self._seen)
+
+
+# A JSON text's tokens, for `json_path`: a string (perhaps not closed yet), a structural
+# character, or anything else up to the next of those (a number, a literal).
+_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[{}\[\]:,]|[^\s{}\[\]:,"]+')
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def json_path(text: str, start: int) -> str:
+    """The path of what ran away in ``text``, a JSON document cut anywhere, from ``start`` to
+    its end: the path both ends share (``$.tags`` for a list whose items repeat from the
+    first, ``$.tags[2]`` for one item that never ends, ``$`` for a text that is not JSON)."""
+    first, last = _path(text[: start + 1]), _path(text)
+    shared = 0
+    while shared < min(len(first), len(last)) and first[shared] == last[shared]:
+        shared += 1
+    return "$" + "".join(_step(p) for p in last[:shared])
+
+
+def _path(text: str) -> list[str | int]:
+    """The keys and indexes of the value ``text`` (JSON cut anywhere) is writing at its end."""
+    path: list[str | int] = []  # per open container: its current key, or index
+    in_object: list[bool] = []
+    before = ""  # the token before this one
+    for token in _TOKENS.finditer(text):
+        value = token.group()
+        if value in ("{", "["):
+            in_object.append(value == "{")
+            path.append("" if value == "{" else 0)
+        elif value in ("}", "]"):
+            if in_object:
+                in_object.pop()
+                path.pop()
+        elif value == ",":
+            if in_object and not in_object[-1]:
+                path[-1] = int(path[-1]) + 1
+        elif in_object and in_object[-1] and before in ("{", ",") and value.startswith('"'):
+            closed = value if len(value) > 1 and value.endswith('"') else value + '"'
+            try:  # an object's key (its value comes after the colon)
+                path[-1] = msgspec.json.decode(closed)
+            except msgspec.DecodeError:
+                path[-1] = value.strip('"')
+        before = value
+    return path
+
+
+def _step(part: str | int) -> str:
+    if isinstance(part, int):
+        return f"[{part}]"
+    return f".{part}" if _NAME.match(part) else f"[{msgspec.json.encode(part).decode()}]"
