@@ -296,9 +296,7 @@ class Run:
     ``"length"``), the guard's stop (``"repetition"``), or never (``finish`` stays ``None``).
     ``count`` is the deltas produced so far: the completion tokens."""
 
-    def __init__(
-        self, loop: Loop, chunk_size: int, limit: int | None, guard: Guard | None
-    ) -> None:
+    def __init__(self, loop: Loop, chunk_size: int, limit: int | None, guard: Guard | None) -> None:
         self._loop = loop
         self._size = max(1, chunk_size)
         self._limit = limit
