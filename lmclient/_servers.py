@@ -79,6 +79,9 @@ class Server:
     dialect: str = ""
     unknown_model: UnknownModel = "refused"
     since: tuple[int, ...] = ()  # the releases this row describes: [since, successor.release)
+    # Request fields (not constraints) that only later releases of the row read: field -> the
+    # first release that reads it; earlier ones accept it and ignore it.
+    added: Mapping[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
     successor: Successor | None = None
 
     def ignored(self, field: str, endpoint: str) -> str | None:
@@ -238,6 +241,8 @@ SERVERS: dict[str, Server] = {
             "completions": _VLLM_IGNORES,
         },
         since=(0, 10, 2),  # the first release with structured_outputs
+        # vllm/v1/core/sched/utils.py, check_stop: finish_reason "repetition" (PR #35451)
+        added={"repetition_detection": (0, 17)},
     ),
     "vllm-guided": Server(
         "vllm",

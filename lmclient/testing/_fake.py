@@ -28,6 +28,17 @@ from ._inflight import InFlight
 from ._models import Models
 from ._queue import Script
 from ._recording import Endpoint, RecordedRequest
+from ._runaway import (
+    CAP,
+    Guard,
+    Loop,
+    Run,
+    RunawayKind,
+    check_span,
+    loop_of,
+    read_guard,
+    reads_guard,
+)
 from ._scoring import API_ROUTES, ROOT_ROUTES, pooling_response
 from ._script import UNSET, Reply, StreamStyle, When, matches
 from ._wire import (
@@ -39,6 +50,8 @@ from ._wire import (
     endless_response,
     error_response,
     json_response,
+    runaway_body,
+    runaway_stream,
     sse_response,
 )
 
@@ -376,6 +389,32 @@ class FakeLLM:
         Produced piece by piece, never held in memory."""
         return self._add(Fault("oversize", times, when, size=size, chunked=chunked))
 
+    def runaway(
+        self,
+        kind: RunawayKind = "repeat",
+        *,
+        span: str | None = None,
+        times: int | None = 1,
+        when: When = None,
+    ) -> Fault:
+        """Answer with a loop: a valid prefix of the answer the request would get, then
+        ``kind`` for ever: ``"repeat"`` a span (``span``, or a piece of the answer: a list's
+        last item, a string's first words, a number's digits; a text's first words),
+        ``"whitespace"`` newlines and spaces after the first ``{``/``[`` (``span``: other
+        whitespace), ``"digits"`` a number's digits that never end, ``"unclosed"`` a string
+        that never closes, counting ``step 1 step 2 ...``.
+
+        A stream sends one delta (``chunk_size`` characters, a token) at a time until the
+        client leaves (:attr:`Fault.abandoned` is then set) or, when the request gives
+        ``max_tokens``, that many deltas, then ``finish_reason "length"`` with usage; a
+        non-streamed answer is the text of ``max_tokens`` deltas (else 2,048). Where the
+        server played reads vLLM's ``repetition_detection`` (vLLM >= 0.17, and the default
+        fake) and the request sets it, the loop ends as vLLM ends it: ``finish_reason
+        "repetition"``, ``stop_reason "repetition_detected"``.
+        """
+        check_span(kind, span)
+        return self._add(Fault("runaway", times, when, runaway=kind, span=span))
+
     def _add(self, fault: Fault) -> Fault:
         self._script.add(fault)
         return fault
@@ -572,6 +611,10 @@ class FakeLLM:
         if problem:
             return bad_request(problem)
         try:
+            guard = read_guard(body) if reads_guard(self.server) else None
+        except ValueError as exc:
+            return bad_request(str(exc))
+        try:
             constraint = served_constraint(body, self.server, kind)
         except ConstraintError as exc:
             return bad_request(str(exc))
@@ -579,8 +622,11 @@ class FakeLLM:
         fault = entry if isinstance(entry, Fault) else None
         if fault is not None and fault.kind == "status":
             return fault.response()
+        # a runaway starts as the whole answer would: it is not cut at max_tokens
+        whole = fault is not None and fault.kind == "runaway"
+        limit = None if whole else first_set(body, "max_completion_tokens", "max_tokens")
         try:
-            answers, first = self._answers(request, body, constraint, entry)
+            answers, first = self._answers(request, body, constraint, entry, limit)
         except UnsatisfiableError as exc:
             return bad_request(str(exc))
         if fault is not None and fault.kind in ("invalid_utf8", "oversize"):
@@ -607,15 +653,38 @@ class FakeLLM:
                 fault.keepalive,
                 self.on_chunk,
             )
+        if fault is not None and fault.kind == "runaway":
+            loop = loop_of(answers[0].content, fault.runaway, fault.span)
+            return self._run_away(request, head, loop, style.chunk_size, guard, fault)
         if not request.stream:
             response = json_response(200, completion_body(kind, head, answers, usage))
         else:
-            options = body.get("stream_options") or {}
-            include_usage = isinstance(options, dict) and options.get("include_usage") is True
-            response = sse_response(
-                kind, head, answers, usage if include_usage else None, style, self.on_chunk
-            )
+            shown = usage if _include_usage(body) else None
+            response = sse_response(kind, head, answers, shown, style, self.on_chunk)
         return response if fault is None else shape(fault, response)
+
+    def _run_away(
+        self,
+        request: RecordedRequest,
+        head: dict[str, Any],
+        loop: Loop,
+        chunk_size: int,
+        guard: Guard | None,
+        fault: Fault,
+    ) -> FakeResponse:
+        """A runaway fault's answer: streamed until the client leaves or ``max_tokens``; not
+        streamed, up to ``max_tokens`` or :data:`CAP`; ended early by vLLM's guard."""
+        body = request.body
+        kind: Kind = "chat" if request.endpoint == "chat" else "completions"
+        given = first_set(body, "max_completion_tokens", "max_tokens")
+        limit = given if isinstance(given, int) and not isinstance(given, bool) else None
+        prompt_tokens = usage_for(kind, body, [], None)["prompt_tokens"]
+        if not request.stream:
+            run = Run(loop, chunk_size, limit or CAP, guard)
+            return runaway_body(kind, head, run, prompt_tokens)
+        run = Run(loop, chunk_size, limit, guard)
+        shown = prompt_tokens if _include_usage(body) else None
+        return runaway_stream(kind, head, run, shown, self.on_chunk, fault.abandoned.set)
 
     def _answers(
         self,
@@ -623,12 +692,13 @@ class FakeLLM:
         body: dict[str, Any],
         constraint: Constraint,
         entry: Reply | Fault | None,
+        limit: Any,
     ) -> tuple[list[Answer], Reply | None]:
-        """One answer per choice, and the first choice's reply (``None``: generated).
+        """One answer per choice, cut at ``limit`` tokens (``None``: whole), and the first
+        choice's reply (``None``: generated).
 
         Each choice takes its own reply. Under a fault, every choice shows the reply the
         request would get, without using it up: the retry that follows a fault gets it."""
-        limit = first_set(body, "max_completion_tokens", "max_tokens")
         count = body.get("n") or 1
         if isinstance(entry, Fault):
             shown = self._script.reply_for(request, consume=False)
@@ -649,6 +719,12 @@ class FakeLLM:
             for index, reply in enumerate(replies)
         ]
         return answers, replies[0]
+
+
+def _include_usage(body: dict[str, Any]) -> bool:
+    """Whether a streaming request asks for the usage event (``stream_options``)."""
+    options = body.get("stream_options") or {}
+    return isinstance(options, dict) and options.get("include_usage") is True
 
 
 def _describe(call: RecordedRequest) -> str:

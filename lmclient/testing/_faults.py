@@ -7,14 +7,16 @@ request would otherwise get: it delays it, pauses it, cuts it, corrupts it, or r
 
 from __future__ import annotations
 
+import threading
 import typing
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import msgspec
 
 from ._recording import RecordedRequest
+from ._runaway import RunawayKind
 from ._script import When, matches
 from ._wire import FakeResponse, Pause, StreamDropped, error_event
 
@@ -43,6 +45,7 @@ FaultKind = Literal[
     "stream_error",
     "endless",
     "oversize",
+    "runaway",
 ]
 FAULTS: tuple[FaultKind, ...] = typing.get_args(FaultKind)
 """Every fault kind, in the order of the fault table in docs/testing.md."""
@@ -66,7 +69,11 @@ class Fault:
     Only the fields of its ``kind`` are used: ``status``/``headers``/``body`` (status),
     ``seconds`` (delay, stall), ``after`` (the ``data:`` events sent before a stream fault),
     ``size``/``chunked`` (oversize), ``every`` and ``keepalive`` (endless), ``message``
-    (stream_error, whose event code is ``status``).
+    (stream_error, whose event code is ``status``), ``runaway`` and ``span`` (runaway).
+
+    ``abandoned`` is set when a client leaves one of its runaway streams before the stream
+    ended (or the server stops): the fake then stopped generating for it, as vLLM and
+    llama.cpp abort a request whose client disconnects. A test waits on it.
     """
 
     kind: FaultKind
@@ -82,6 +89,9 @@ class Fault:
     every: float = 0.0
     keepalive: bool = False
     message: str = "fake mid-stream error"
+    runaway: RunawayKind = "repeat"
+    span: str | None = None
+    abandoned: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.kind not in FAULTS:

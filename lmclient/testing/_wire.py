@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from ._runaway import Run
 from ._script import StreamStyle
 
 __all__ = [
@@ -23,6 +24,8 @@ __all__ = [
     "error_response",
     "estimate_tokens",
     "json_response",
+    "runaway_body",
+    "runaway_stream",
     "sse_response",
 ]
 
@@ -163,6 +166,61 @@ def endless_response(
     return FakeResponse(200, list(SSE_HEADERS), chunks=chunks)
 
 
+def runaway_body(kind: Kind, head: dict[str, Any], run: Run, prompt_tokens: int) -> FakeResponse:
+    """A 200 JSON answer of a runaway: its text up to where ``run`` ends (a bounded run)."""
+    text = "".join(run)  # first: the usage counts what it produced
+    answer = Answer(text, run.finish or "length")
+    body = completion_body(kind, head, [answer], _run_usage(prompt_tokens, run))
+    stop_reason = _stop_reason(run)
+    if stop_reason is not None:
+        body["choices"][0]["stop_reason"] = stop_reason
+    return json_response(200, body)
+
+
+def runaway_stream(
+    kind: Kind,
+    head: dict[str, Any],
+    run: Run,
+    prompt_tokens: int | None,
+    on_chunk: Callable[[int], object] | None,
+    on_abandon: Callable[[], object],
+) -> FakeResponse:
+    """A 200 SSE answer of a runaway: one delta per token until ``run`` ends, then the finish
+    event, the usage (unless ``prompt_tokens`` is ``None``: not asked) and ``[DONE]``.
+    ``on_abandon`` runs when the stream is closed before the run ended: the client left (or the
+    server stopped), and the fake stops generating, as vLLM and llama.cpp abort."""
+    events = _Events(kind, head)
+
+    def payloads() -> Iterator[bytes]:
+        try:
+            if kind == "chat":
+                yield events.event(0, {"role": "assistant", "content": ""})
+            for delta in run:
+                yield events.event(0, {"content": delta})
+        finally:
+            if run.finish is None:
+                on_abandon()
+        yield events.event(0, {}, run.finish, stop_reason=_stop_reason(run))
+        if prompt_tokens is not None:
+            yield events.usage(_run_usage(prompt_tokens, run))
+        yield b"[DONE]"
+
+    return FakeResponse(200, list(SSE_HEADERS), chunks=_frame(payloads(), False, on_chunk))
+
+
+def _stop_reason(run: Run) -> str | None:
+    """vLLM's ``stop_reason`` when its guard ended the run (``vllm/v1/core/sched/utils.py``)."""
+    return "repetition_detected" if run.finish == "repetition" else None
+
+
+def _run_usage(prompt_tokens: int, run: Run) -> dict[str, int]:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": run.count,
+        "total_tokens": prompt_tokens + run.count,
+    }
+
+
 def _frame(
     payloads: Iterator[bytes | Pause], keepalive: bool, on_chunk: Callable[[int], object] | None
 ) -> Iterator[bytes | Pause]:
@@ -190,7 +248,12 @@ class _Events:
         self.head = {**head, "object": object_name}
 
     def event(
-        self, index: int, delta: dict[str, Any], finish: str | None = None, logprobs: Any = None
+        self,
+        index: int,
+        delta: dict[str, Any],
+        finish: str | None = None,
+        logprobs: Any = None,
+        stop_reason: str | None = None,
     ) -> bytes:
         choice: dict[str, Any] = {"index": index}
         if self.kind == "chat":
@@ -198,6 +261,8 @@ class _Events:
         else:
             choice["text"] = delta.get("content", "")
         choice.update(logprobs=logprobs, finish_reason=finish)
+        if stop_reason is not None:
+            choice["stop_reason"] = stop_reason
         return msgspec.json.encode({**self.head, "choices": [choice]})
 
     def usage(self, usage: dict[str, Any]) -> bytes:

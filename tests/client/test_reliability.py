@@ -35,6 +35,7 @@ class Case:
     expect: type[Exception] | None  # None: the call succeeds after a retry
     stream: bool = False
     client: dict[str, Any] = dataclasses.field(default_factory=dict)
+    output_type: Any = str  # of the call (not streams)
 
 
 FAULT_CASES = [
@@ -184,6 +185,14 @@ FAULT_CASES = [
         stream=True,
         client={"max_response_bytes": 2**20},
     ),
+    Case(
+        "runaway",
+        "a `list[str]` answer that loops, cut after 2,048 tokens (`finish_reason` `length`)",
+        "`TruncatedError` carrying the text, not re-asked",
+        lambda f: f.runaway(),
+        lmclient.TruncatedError,
+        output_type=list[str],
+    ),
 ]
 IDS = [f"{c.kind}-{'stream' if c.stream else 'call'}-{i}" for i, c in enumerate(FAULT_CASES)]
 
@@ -210,7 +219,7 @@ def test_sync_client_survives(case: Case) -> None:
                 with client.stream("Q") as s:
                     value = s.read()
             else:
-                value = client.generate("Q")
+                value = client.generate("Q", case.output_type)
         except Exception as exc:
             assert case.expect is not None and isinstance(exc, case.expect), repr(exc)
         else:
@@ -243,7 +252,7 @@ async def test_async_client_survives(case: Case) -> None:
                     async with client.stream("Q") as s:
                         value = await s.aread()
                 else:
-                    value = await client.generate("Q")
+                    value = await client.generate("Q", case.output_type)
             except Exception as exc:
                 assert case.expect is not None and isinstance(exc, case.expect), repr(exc)
             else:
