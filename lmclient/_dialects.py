@@ -109,10 +109,6 @@ class Dialect:
     # gives by default (vLLM's and SGLang's --max-logprobs, OpenAI's 20), for options that are
     # unlikely answers to be seen; ``None``: the server gives no logprobs (refused).
     top_logprobs: int | None = 20
-    # The first release of the server that stops a loop itself (vLLM's ``repetition_detection``,
-    # from 0.17: vllm/v1/core/sched/utils.py), where lmclient's runaway watch (`_runaway`) is
-    # the server's; ``None``: none does, lmclient reads the answer as a stream and watches it.
-    repetition_since: tuple[int, ...] | None = None
 
     @functools.cached_property
     def server(self) -> Server | None:
@@ -345,7 +341,6 @@ DIALECTS: dict[str, Dialect] = _dialects(
         compact=_so("grammar"),
         json_whitespace=_VLLM_WHITESPACE,
         native_choice=True,
-        repetition_since=(0, 17),
     ),
     Dialect(
         "vllm-guided",

@@ -65,7 +65,8 @@ class Planned:
         self.checked = info
         self.guard = None
         if self.plan.budget is None:
-            since = self.dialect.repetition_since
+            server = self.dialect.server  # the release that stops a loop itself, if one does
+            since = None if server is None else server.added.get("repetition_detection")
             version = None if info is None else info.version
             by_server = since is not None and (version is None or release(version) >= since)
             self.guard = "server" if by_server else "client"

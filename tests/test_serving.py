@@ -261,7 +261,7 @@ def test_per_call_model_leaves_the_usual_body_alone() -> None:
     core = make_core()
     assert prepared(core, model="adapter-1")[0]["model"] == "adapter-1"
     assert prepared(core)[0]["model"] == "m"
-    stream = core.prepare("stream", "Q", str, "chat", {"model": "a2"}, stream=True)
+    stream = core.prepare("stream", "Q", str, "chat", {"model": "a2"}, reading="stream")
     assert msgspec.json.decode(stream.request.body or b"")["model"] == "a2"
     assert prepared(core)[0]["model"] == "m"
 

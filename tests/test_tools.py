@@ -312,7 +312,7 @@ def test_stream_assembles_calls_per_index() -> None:
     """Two calls whose argument pieces interleave (as a server streaming parallel calls may)
     assemble per index into the same values as the non-streamed answer."""
     core = _core.ClientCore("http://h/v1", "m", dialect="vllm")
-    call = core.prepare("stream", "Q", str, "chat", {"tools": [WEATHER, ADD]}, stream=True)
+    call = core.prepare("stream", "Q", str, "chat", {"tools": [WEATHER, ADD]}, reading="stream")
     state = StreamState(call)
     data = sse(
         piece(0, "", id="call_a", type="function", name="weather"),
@@ -504,7 +504,7 @@ def add_args(a: int) -> Any:
 
 def test_closed_calls_hand_out_each_call_once_when_it_closes() -> None:
     core = _core.ClientCore("http://h/v1", "m", dialect="vllm")
-    call = core.prepare("stream", "Q", str, "chat", {"tools": [WEATHER, ADD]}, stream=True)
+    call = core.prepare("stream", "Q", str, "chat", {"tools": [WEATHER, ADD]}, reading="stream")
     state = StreamState(call)
     state.feed(sse(piece(0, '{"city":', id="a", name="weather"))[:-50])  # no finish yet
     assert state.closed_calls() == []
@@ -572,7 +572,7 @@ def test_async_calls() -> None:
 
 def assembled(data: bytes) -> list[tuple[str | None, str, Any]]:
     core = _core.ClientCore("http://h/v1", "m", dialect="vllm")
-    call = core.prepare("stream", "Q", str, "chat", {"tools": [WEATHER, ADD]}, stream=True)
+    call = core.prepare("stream", "Q", str, "chat", {"tools": [WEATHER, ADD]}, reading="stream")
     state = StreamState(call)
     state.feed(data)
     state.end()

@@ -38,7 +38,7 @@ def finish(body: bytes, endpoint: Any = "chat", output_type: Any = str) -> Any:
 
 def stream_response(sse: bytes) -> Any:
     core = _core.ClientCore("http://h/v1", "m", dialect="llamacpp")
-    state = StreamState(core.prepare("stream", "Q", str, "chat", {}, stream=True))
+    state = StreamState(core.prepare("stream", "Q", str, "chat", {}, reading="stream"))
     state.feed(sse)
     state.end()
     return state, state.result()
@@ -103,7 +103,7 @@ def test_vllm_recorded_metrics_and_cached_tokens() -> None:
 def test_vllm_recorded_stream_metrics_on_the_usage_chunk() -> None:
     sse = (VLLM_LIVE / "chat_metrics_stream.response.sse").read_bytes()
     core = _core.ClientCore("http://h/v1", "m", dialect="vllm")
-    state = StreamState(core.prepare("stream", "Q", str, "chat", {}, stream=True))
+    state = StreamState(core.prepare("stream", "Q", str, "chat", {}, reading="stream"))
     state.feed(sse)
     state.end()
     response = state.result()

@@ -13,7 +13,15 @@ import respx
 import lmclient
 from lmclient._dialects import Endpoint
 from tests.helpers import reply
-from tests.kinds import DIALECTS, KINDS, Kind, expected_budget, expected_fields, expected_watch, reply_text
+from tests.kinds import (
+    DIALECTS,
+    KINDS,
+    Kind,
+    expected_budget,
+    expected_fields,
+    expected_watch,
+    reply_text,
+)
 
 BASE = "http://llm.test/v1"
 

@@ -37,7 +37,14 @@ def body(
 ) -> dict[str, Any]:
     """The body sent; by default with the server's whitespace, so that the schema is sent."""
     core = _core.ClientCore("http://h/v1", "m", dialect=dialect, whitespace=whitespace)
-    call = core.prepare("create", "Q", output_type, "chat", {"extra_body": extra}, stream=stream)
+    call = core.prepare(
+        "create",
+        "Q",
+        output_type,
+        "chat",
+        {"extra_body": extra},
+        reading="stream" if stream else "call",
+    )
     assert call.request.body is not None
     sent: dict[str, Any] = json.loads(call.request.body)
     return sent

@@ -16,7 +16,15 @@ import lmclient
 from lmclient._dialects import Endpoint
 from lmclient.testing import FakeLLM
 from tests.helpers import EXAMPLES, checked_out, gated_fake
-from tests.kinds import DIALECTS, KINDS, Kind, expected_budget, expected_fields, expected_watch, reply_text
+from tests.kinds import (
+    DIALECTS,
+    KINDS,
+    Kind,
+    expected_budget,
+    expected_fields,
+    expected_watch,
+    reply_text,
+)
 
 MODEL = "fake-model"
 

@@ -86,7 +86,7 @@ def test_response_bodies_and_error_envelopes(body: bytes, status: int, data: st.
 def test_sse_and_stream_state(chunks: list[bytes], data: st.DataObject) -> None:
     output_type = data.draw(st.sampled_from(OUTPUT_TYPES))
     state = _stream_state.StreamState(
-        make_core().prepare("stream", "Q", output_type, "chat", {}, stream=True)
+        make_core().prepare("stream", "Q", output_type, "chat", {}, reading="stream")
     )
     framed = [b"data: " + c + b"\n\n" if data.draw(st.booleans()) else c for c in chunks]
     try:
