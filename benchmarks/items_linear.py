@@ -73,7 +73,7 @@ def _nothing() -> None:
 
 def consume(raw: bytes, output_type: Any, expected: int) -> float:
     base = _core.ClientCore("http://bench/v1", "m", dialect="vllm", max_response_bytes=1 << 30)
-    call = base.prepare("stream", "Q", output_type, "chat", {}, stream=True)
+    call = base.prepare("stream", "Q", output_type, "chat", {}, reading="stream")
 
     def chunks() -> Iterator[bytes]:  # the network's 16 KiB reads
         for i in range(0, len(raw), 16384):

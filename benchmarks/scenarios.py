@@ -114,7 +114,9 @@ def lmclient_fields(output_type: Any, *, stream: bool = False) -> dict[str, Any]
     taken from lmclient's own prepared request: the hand-written clients send the same, so that
     every scenario asks the same of the server and encodes as much."""
     core = _core.ClientCore("http://bench/v1", MODEL, dialect="vllm")
-    call = core.prepare("generate", PROMPT, output_type, "chat", {}, stream=stream)
+    call = core.prepare(
+        "generate", PROMPT, output_type, "chat", {}, reading="stream" if stream else "call"
+    )
     assert call.request.body is not None
     body = msgspec.json.decode(call.request.body)
     return {k: v for k, v in body.items() if k not in _OWN_FIELDS}

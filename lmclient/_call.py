@@ -326,6 +326,12 @@ class Call(Attempts, kw_only=True):
         self.spend(exc, usage)
         return self.explained(exc)  # type: ignore[return-value]
 
+    def stopped_loop(self, text: str, usage: Usage | None) -> errors.RunawayError:
+        """The `RunawayError` of an answer the server stopped as a loop (vLLM's
+        ``repetition_detection``: finish_reason ``"repetition"``), the loop found in its text."""
+        located = find(text, _LOCATE) or Found(kind="repeat", span="", repeats=0, start=0)
+        return self.ran_away(located, text, by="server", usage=usage)
+
     def _runaway_advice(self, found: Found) -> str:
         """What helps against a runaway like ``found``: the server's JSON whitespace, where that
         is what ran away; else a bound on the field, which gives the call the token budget of
@@ -686,8 +692,7 @@ class Call(Attempts, kw_only=True):
             if reason == "abort":  # SGLang aborts a request it cannot finish
                 raise errors.ServerError("the server aborted the generation", status_code=200)
             if reason == "repetition":  # vLLM's repetition_detection stopped a loop
-                located = find(text, _LOCATE) or Found(kind="repeat", span="", repeats=0, start=0)
-                raise self.ran_away(located, text, by="server", usage=usage)
+                raise self.stopped_loop(text, usage)
             if reason == "length":
                 if constrained and (ignored := self.unapplied(text)) is not None:
                     raise self.explained(ignored)

@@ -159,6 +159,8 @@ class StreamState:
                 "the stream ended before [DONE] and before a finish_reason", body=self.text
             )
         self.done = True
+        if self.finish_reason == "repetition":  # the server stopped a loop: said as it ends
+            raise self._call.stopped_loop(self.text, self.usage)
         return out
 
     def result(self) -> Response[Any, Any]:
