@@ -29,7 +29,7 @@ from ._output.depth import body_decoder
 from ._output.types import OutputSpec
 from ._request import CallSettings, PreparedRequest, Timeouts
 from ._response import Response
-from ._runaway import DEFAULT, Found, Runaway, find, json_path
+from ._runaway import DEFAULT, Found, Runaway, find, json_path, padded, whitespace
 from ._secrets import scrub, scrub_text, secrets_of
 from ._status import api_error
 from ._tools import Tool, ToolCall, check_choice, decode_calls, tool_table
@@ -320,7 +320,8 @@ class Call(Attempts, kw_only=True):
             by=by,
             tokens=tokens,
             seconds=time.monotonic() - started if started else None,
-            advice=self._runaway_advice(found),
+            what=found.what,
+            advice=self._runaway_advice(found, text),
         )
         exc.usage = usage
         self.spend(exc, usage)
@@ -329,39 +330,51 @@ class Call(Attempts, kw_only=True):
     def stopped_loop(self, text: str, usage: Usage | None) -> errors.RunawayError:
         """The `RunawayError` of an answer the server stopped as a loop (vLLM's
         ``repetition_detection``: finish_reason ``"repetition"``), the loop found in its text."""
-        located = find(text, _LOCATE) or Found(kind="repeat", span="", repeats=0, start=0)
+        located = find(text, _LOCATE) or Found(
+            kind="repeat", span="", repeats=0, start=len(text), what="a loop in its tokens"
+        )
         return self.ran_away(located, text, by="server", usage=usage)
 
-    def _runaway_advice(self, found: Found) -> str:
-        """What helps against a runaway like ``found``: the server's JSON whitespace, where that
-        is what ran away; else a bound on the field, which gives the call the token budget of
-        its longest value (or the runaway thresholds, where the repetition is meant)."""
+    def _runaway_advice(self, found: Found, text: str) -> str:
+        """What helps against a runaway like ``found`` in ``text``: the server's JSON
+        whitespace, where that is what ran away (or a third of the answer beside a loop); else
+        a bound on the field, which gives the call the token budget of its longest value (or the
+        runaway thresholds, where the repetition is meant)."""
         tune = "or tune runaway=lmclient.Runaway(...) (or 'off') if the repetition is meant"
-        if found.kind == "whitespace" and not self.plan.compact and self.spec.kind != "text":
-            dialect = DIALECTS.get(self.plan.dialect)
-            allowed = "" if dialect is None else f" ({dialect.json_whitespace})"
-            gateway = (
-                "; behind the SGLang Model Gateway with --backend openai only response_format "
-                "reaches the workers: run it with --backend sglang, or call the worker directly "
-                "with its dialect="
-                if self.plan.dialect == "sglang-gateway"
-                else ""
-            )
-            return (
-                f"dialect {self.plan.dialect!r} sends the server's JSON mode, which lets the "
-                f"model write whitespace between tokens{allowed}; lmclient's compact grammar, "
-                "which has none, goes to vLLM, SGLang and llama.cpp (whitespace='compact', "
-                f"the default){gateway}"
-            )
+        json_mode = not self.plan.compact and self.spec.kind != "text"
+        if found.kind == "whitespace" and json_mode:
+            return f"a higher max_tokens only pays for more of it: {self._json_mode()}"
         if self.spec.kind == "text":
             return (
-                "bound the answer (max_tokens, a stop sequence), lower the temperature or change "
-                f"the prompt; {tune}"
+                "raising max_tokens cannot help: bound the answer (a lower max_tokens, a stop "
+                f"sequence), lower the temperature or change the prompt; {tune}"
             )
+        advice = (
+            "raising max_tokens cannot help: bound the field in the output type "
+            "(Annotated[str, msgspec.Meta(max_length=...)] for a str, Meta(max_length=...) for a "
+            "list, Meta(le=...) for a number): a bounded type gets the max_tokens of its "
+            f"longest value; {tune}"
+        )
+        spaces = whitespace(text) if json_mode else 0
+        if 3 * spaces > len(text):  # padding took a third of the answer too
+            advice += f"; and {spaces} of its characters are whitespace: {self._json_mode()}"
+        return advice
+
+    def _json_mode(self) -> str:
+        """Why a server's own JSON mode lets an answer pad itself, and what to send instead."""
+        dialect = DIALECTS.get(self.plan.dialect)
+        allowed = "" if dialect is None else f" ({dialect.json_whitespace})"
+        gateway = (
+            "; behind the SGLang Model Gateway with --backend openai only response_format "
+            "reaches the workers: run it with --backend sglang, or call the worker directly "
+            "with its dialect="
+            if self.plan.dialect == "sglang-gateway"
+            else ""
+        )
         return (
-            "bound the field in the output type (Annotated[str, msgspec.Meta(max_length=...)] "
-            "for a str, Meta(max_length=...) for a list, Meta(le=...) for a number): a bounded "
-            f"type gets the max_tokens of its longest value; {tune}"
+            f"dialect {self.plan.dialect!r} sends the server's JSON mode, which lets the model "
+            f"write whitespace between tokens{allowed}; lmclient's compact grammar, which has "
+            f"none, goes to vLLM, SGLang and llama.cpp (whitespace='compact', the default){gateway}"
         )
 
     def reask(self, exc: errors.ValidationError) -> Call:
@@ -696,7 +709,13 @@ class Call(Attempts, kw_only=True):
             if reason == "length":
                 if constrained and (ignored := self.unapplied(text)) is not None:
                     raise self.explained(ignored)
-                found = find(text, self.runaway or DEFAULT)
+                # Was it still making progress? A value's end would have come; a loop's tail
+                # shows (more readily than the watch stops one: the answer failed anyway), and
+                # so does an answer of padding. A text is returned unless the watch's rule holds.
+                if constrained:
+                    found = find(text, _CUT) or padded(text)
+                else:
+                    found = find(text, self.runaway or DEFAULT)
                 if found is not None:
                     raise self.ran_away(found, text, by="max_tokens", usage=usage)
                 if constrained:
@@ -775,6 +794,10 @@ class Next(msgspec.Struct, frozen=True, kw_only=True):
 # repeated tokens, which a text shows as a span repeated fewer times than lmclient's own watch
 # needs to stop one.
 _LOCATE = Runaway(repeats=3, min_chars=8, max_span=512)
+# A constrained answer cut at max_tokens whose tail repeats a span 4 times over 12 characters
+# (``1000000000000000``: a number that would not have ended) is said as a loop, not "raise
+# max_tokens".
+_CUT = Runaway(repeats=4, min_chars=12)
 
 # A response body decoded, or the `ProtocolError` carrying it: refused unread where it nests
 # deeper than any answer (`lmclient._output.depth`).

@@ -31,8 +31,10 @@ __all__ = [
     "Sentry",
     "find",
     "json_path",
+    "padded",
     "runaway_setting",
     "server_fields",
+    "whitespace",
 ]
 
 RunawayKind = Literal["repeat", "whitespace", "digits"]
@@ -45,7 +47,8 @@ class Runaway(msgspec.Struct, frozen=True, kw_only=True):
     """When an answer counts as a runaway, for ``runaway=`` (``"on"`` is these defaults): a span
     of at most ``max_span`` characters repeated ``repeats`` times in a row, over at least
     ``min_chars`` characters (so a short repeat such as ``"ha ha ha"`` or ``[0,0,0]`` is not
-    one), or a run of more than ``digits`` digits. On vLLM, the server's own check is told the
+    one), ``min_chars`` characters of whitespace in a row, or a run of more than ``digits``
+    digits. On vLLM, the server's own check is told the
     same in tokens (`server_fields`)."""
 
     repeats: int = 8
@@ -90,16 +93,18 @@ def server_fields(runaway: Runaway) -> dict[str, Any]:
 
 
 class Found(msgspec.Struct, frozen=True, kw_only=True):
-    """A runaway in a text: its kind, the span repeated (the digits, for ``"digits"``), how
-    many times in a row, and where the run starts."""
+    """A runaway in a text: its kind, the span repeated (the whole run, for ``"whitespace"``
+    and ``"digits"``), how many times in a row (1 for a run), and where it starts."""
 
     kind: RunawayKind
     span: str
     repeats: int
     start: int
+    what: str  # how a message says it
 
 
 _DIGITS = re.compile(r"[0-9]+\Z")
+_SPACE = re.compile(r"\s+\Z")
 _KEY = 8  # the suffix whose earlier occurrences give the candidate periods
 
 
@@ -116,9 +121,17 @@ def find(text: str, runaway: Runaway, offset: int = 0) -> Found | None:
             start = run.start()
             while start > 0 and text[start - 1].isdigit():
                 start -= 1
-            return Found(kind="digits", span=text[start:], repeats=1, start=offset + start)
+            number = text[start:]
+            what = f"a number of {len(number)} digits"
+            return Found(kind="digits", span=number, repeats=1, start=offset + start, what=what)
     if n < runaway.min_chars:
         return None
+    space = _SPACE.search(text, n - runaway.min_chars)
+    if space is not None and space.start() == n - runaway.min_chars:  # a run of min_chars
+        start = space.start()
+        while start > 0 and text[start - 1].isspace():
+            start -= 1
+        return _whitespace(text[start:], offset + start)
     key = text[n - _KEY :]
     lowest = max(0, n - _KEY - runaway.max_span)
     at = text.rfind(key, lowest, n - 1)
@@ -132,10 +145,36 @@ def find(text: str, runaway: Runaway, offset: int = 0) -> Found | None:
             while start > 0 and text[start - 1] == text[start - 1 + period]:
                 start -= 1
             span = text[start : start + period]
-            kind: RunawayKind = "whitespace" if span.isspace() else "repeat"
-            return Found(kind=kind, span=span, repeats=(n - start) // period, start=offset + start)
+            if span.isspace():  # whitespace: the whole run, as the rule above finds a longer one
+                return _whitespace(text[start:], offset + start)
+            repeats = (n - start) // period
+            shown = repr(span[:80]) + ("…" if len(span) > 80 else "")
+            what = f"{shown} repeated {repeats} times in a row"
+            return Found(kind="repeat", span=span, repeats=repeats, start=offset + start, what=what)
         at = text.rfind(key, lowest, at + _KEY - 1)
     return None
+
+
+def whitespace(text: str) -> int:
+    """How many of ``text``'s characters are whitespace."""
+    return sum(text.count(c) for c in " \n\t\r")
+
+
+def padded(text: str) -> Found | None:
+    """Whitespace that a JSON answer cut at ``max_tokens`` spent most of itself on: more than
+    half its characters, and 32 at least (a server's JSON mode that allows whitespace between
+    tokens, padded at each one with a newline and up to 20 spaces). Asked of a cut answer
+    only: an honest pretty-printed array of numbers is mostly whitespace too, but it ends."""
+    spaces = whitespace(text)
+    if spaces < 32 or 2 * spaces <= len(text):
+        return None
+    what = f"{spaces} of its {len(text)} characters whitespace"
+    return Found(kind="whitespace", span="", repeats=1, start=0, what=what)
+
+
+def _whitespace(run: str, start: int) -> Found:
+    what = f"{len(run)} characters of whitespace in a row"
+    return Found(kind="whitespace", span=run, repeats=1, start=start, what=what)
 
 
 class Sentry:

@@ -260,13 +260,9 @@ class RunawayError(TruncatedError):
         by: str,
         tokens: int | None,
         seconds: float | None,
+        what: str,
         advice: str,
     ) -> None:
-        what = {
-            "repeat": f"{_preview(span)} repeated {repeats} times in a row",
-            "whitespace": f"{repeats} characters of whitespace in a row",
-            "digits": f"a number of {len(span)} digits",
-        }.get(kind, kind)
         where = "the text" if path == "$" else f"at {path}"
         spent = [] if tokens is None else [f"{tokens} tokens"]
         spent += [] if seconds is None else [f"{seconds:.1f} s"]
@@ -278,8 +274,7 @@ class RunawayError(TruncatedError):
         ValidationError.__init__(
             self,
             f"the answer ran away {where}: {what} ({stopped}"
-            f"{', after ' + ', '.join(spent) if spent else ''}); raising max_tokens cannot "
-            f"help: {advice}",
+            f"{', after ' + ', '.join(spent) if spent else ''}); {advice}",
             text=text,
             output_type=output_type,
         )

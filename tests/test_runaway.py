@@ -120,7 +120,8 @@ def test_the_path_of_what_runs_away(text: str, path: str) -> None:
 
 
 def _body(fake: FakeLLM) -> dict[str, Any]:
-    return fake.last_request.body
+    body: dict[str, Any] = fake.last_request.body
+    return body
 
 
 @pytest.mark.parametrize("dialect", ["llamacpp", "sglang"])
@@ -231,8 +232,7 @@ def test_a_users_stream_is_watched_too() -> None:
     with fake.serve() as url, lmclient.Client(url, model=MODEL, dialect="llamacpp") as client:
         seen: list[str] = []
         with pytest.raises(lmclient.RunawayError) as caught, client.stream("Say hi") as stream:
-            for delta in stream:
-                seen.append(delta)
+            seen.extend(stream)
         assert fault.abandoned.wait(WAIT)
     assert caught.value.path == "$" and "Say hi. " in caught.value.span
     assert len("".join(seen)) < 400  # stopped within a few spans of the threshold
@@ -255,9 +255,12 @@ def test_whitespace_through_the_servers_json_mode_names_the_whitespace_and_the_f
 def test_vllms_own_stop_is_the_same_error() -> None:
     fake = FakeLLM([MODEL], server="vllm")
     fake.runaway()
-    with fake.serve() as url, lmclient.Client(url, model=MODEL, dialect="vllm") as client:
-        with pytest.raises(lmclient.RunawayError) as caught:
-            client.generate("Describe the ticket", Ticket)
+    with (
+        fake.serve() as url,
+        lmclient.Client(url, model=MODEL, dialect="vllm") as client,
+        pytest.raises(lmclient.RunawayError) as caught,
+    ):
+        client.generate("Describe the ticket", Ticket)
     assert caught.value.by == "server" and "repetition detection" in str(caught.value)
     assert fake.last_request.body["repetition_detection"] == VLLM_GUARD
 
@@ -319,3 +322,29 @@ def test_a_stream_vllm_stopped_as_a_loop_raises_as_it_ends() -> None:
             seen.extend(stream)
     assert caught.value.by == "server" and seen  # the deltas came, then the error at the end
     assert caught.value.tokens is not None  # the server's count, from the usage chunk
+
+
+def test_a_cut_answer_mostly_whitespace_names_the_servers_json_mode_not_max_tokens() -> None:
+    """The SGLang Model Gateway with --backend openai, in front of llama.cpp: the schema mode
+    pads every token with a newline and up to 20 spaces (measured: 131 tokens for two fields),
+    so a 60-token answer is cut in the middle of its padding, which never repeats exactly."""
+    padded = '{\n                    "name"\n                    :\n                  "value",'
+    padded += '"count"\n                 :\n   '
+    fake = FakeLLM([MODEL])
+    with (
+        fake.serve() as url,
+        lmclient.Client(url, model=MODEL, dialect="sglang-gateway") as client,
+    ):
+        fake.reply(padded, finish_reason="length", times=1)
+        with pytest.raises(lmclient.RunawayError) as caught:
+            client.generate("Q", Ticket, max_tokens=60)
+        pretty = '{\n  "title": "T",\n  "tags": [\n    "a",\n    "b"\n  ],\n  "count'
+        fake.reply(pretty, finish_reason="length", times=1)
+        with pytest.raises(lmclient.TruncatedError) as honest:  # pretty, but still writing
+            client.generate("Q", Ticket, max_tokens=60)
+    error = caught.value
+    assert error.kind == "whitespace" and error.by == "max_tokens"
+    message = str(error)
+    assert "of its" in message and "whitespace" in message and "--backend openai" in message
+    assert "raise max_tokens" not in message
+    assert type(honest.value) is lmclient.TruncatedError

@@ -55,6 +55,33 @@ def test_every_kind(name: str, output_type: Any, expected: type, fleet: Fleet) -
     assert response.finish_reason == "stop"
 
 
+class Item(msgspec.Struct):
+    name: str
+    count: int
+
+
+# Through --backend openai only response_format reaches the workers, and llama.cpp's schema
+# mode lets the model write whitespace between tokens: a two-field struct took 131 tokens,
+# mostly newlines, measured (issue 39). With 60 tokens, such an answer is a runaway of
+# whitespace, which names the gateway's mode, never a cut answer told to raise max_tokens.
+PADDED = ["Describe one item.", "Invent an item and its count.", "Name a fruit and a number."]
+
+
+@pytest.mark.parametrize("prompt", PADDED)
+def test_a_struct_validates_or_its_whitespace_is_named_with_the_gateway_mode(
+    prompt: str, fleet: Fleet
+) -> None:
+    with lmclient.Client(fleet.router.base_url) as client:
+        try:
+            value = client.generate(prompt, Item, max_tokens=60, temperature=0.0, seed=1)
+        except lmclient.RunawayError as exc:  # (a plain TruncatedError fails the test)
+            message = str(exc)  # the padding, or a loop beside it: the whitespace is named
+            assert "whitespace" in message and "--backend openai" in message, message
+            assert "raise max_tokens" not in message
+        else:
+            assert isinstance(value, Item)
+
+
 def _cached(response: lmclient.Response[Any]) -> int:
     """The prompt tokens the worker took from a slot's cache (``cached_tokens``)."""
     usage = response.usage
