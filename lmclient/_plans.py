@@ -69,7 +69,10 @@ class Planned:
             since = None if server is None else server.added.get("repetition_detection")
             version = None if info is None else info.version
             by_server = since is not None and (version is None or release(version) >= since)
-            self.guard = "server" if by_server else "client"
+            if by_server:
+                self.guard = "server"
+            elif self.dialect.stream_usage:  # (a stream without usage would leave it unmetered)
+                self.guard = "client"
         self.fields.pop("repetition_detection", None)
         if self.guard == "server" and self._runaway is not None:
             for name, value in server_fields(self._runaway).items():

@@ -393,15 +393,15 @@ def expected_watch(
     """What a call without ``runaway=`` sends for `kind` so that a runaway is stopped (issue
     39): nothing for a bounded type (its ``max_tokens`` caps it); vLLM's own repetition check
     (8 repeats of spans up to 128 characters, told in tokens: 16 of up to 32); else a stream,
-    which lmclient watches as it comes."""
+    which lmclient watches as it comes (not TGI's, which would carry no usage)."""
     if expected_budget(kind, dialect, endpoint, compact=compact):
         return {}
     if dialect == "vllm":
         return {
             "repetition_detection": {"max_pattern_size": 32, "min_pattern_size": 1, "min_count": 16}
         }
-    if dialect == "tgi":  # it reads no stream_options
-        return {"stream": True}
+    if dialect == "tgi":  # its streams carry no usage: read whole, not watched
+        return {}
     return {"stream": True, "stream_options": {"include_usage": True}}
 
 

@@ -348,3 +348,11 @@ def test_a_cut_answer_mostly_whitespace_names_the_servers_json_mode_not_max_toke
     assert "of its" in message and "whitespace" in message and "--backend openai" in message
     assert "raise max_tokens" not in message
     assert type(honest.value) is lmclient.TruncatedError
+
+
+def test_tgi_is_not_watched_as_a_stream_its_usage_would_be_lost() -> None:
+    fake = FakeLLM([MODEL], server="tgi")
+    fake.reply('{"title":"T","tags":[],"count":1}', times=None)
+    with fake.serve() as url, lmclient.Client(url, model=MODEL, dialect="tgi") as client:
+        response = client.create("Q", Ticket)
+    assert "stream" not in _body(fake) and response.usage is not None
