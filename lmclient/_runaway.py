@@ -108,11 +108,13 @@ _SPACE = re.compile(r"\s+\Z")
 _KEY = 8  # the suffix whose earlier occurrences give the candidate periods
 
 
-def find(text: str, runaway: Runaway, offset: int = 0) -> Found | None:
+def find(text: str, runaway: Runaway, offset: int = 0, *, counting: bool = True) -> Found | None:
     """The runaway that ``text`` (the answer's last characters, from ``offset`` in it) ends
-    with, if any. The candidate periods are the distances back to the earlier occurrences
-    of its last few characters (``str.rfind``, in C), each verified by one comparison of the
-    text with itself shifted: a few string operations however long the text."""
+    with, if any; a loop that counts too, unless ``counting`` is false (`Sentry` asks for
+    that one less often: it reads every number). The candidate periods are the distances back
+    to the earlier occurrences of its last few characters (``str.rfind``, in C), each verified
+    by one comparison of the text with itself shifted: a few string operations however long
+    the text."""
     n = len(text)
     digits = runaway.digits
     if n > digits:
@@ -132,27 +134,79 @@ def find(text: str, runaway: Runaway, offset: int = 0) -> Found | None:
         while start > 0 and text[start - 1].isspace():
             start -= 1
         return _whitespace(text[start:], offset + start)
+    found = _periodic(text, runaway.repeats, runaway.min_chars, runaway.max_span)
+    if found is not None:
+        start, period = found
+        span = text[start : start + period]
+        if span.isspace():  # whitespace: the whole run, as the rule above finds a longer one
+            return _whitespace(text[start:], offset + start)
+        repeats = (n - start) // period
+        what = f"{_shown(span)} repeated {repeats} times in a row"
+        return Found(kind="repeat", span=span, repeats=repeats, start=offset + start, what=what)
+    return _counting(text, runaway, offset) if counting else None
+
+
+def _periodic(text: str, repeats: int, min_chars: int, max_span: int) -> tuple[int, int] | None:
+    """Where the run that ``text`` ends with starts, and its period: a span of at most
+    ``max_span`` characters repeated ``repeats`` times over ``min_chars`` at least."""
+    n = len(text)
+    if n < min_chars:
+        return None
     key = text[n - _KEY :]
-    lowest = max(0, n - _KEY - runaway.max_span)
+    lowest = max(0, n - _KEY - max_span)
     at = text.rfind(key, lowest, n - 1)
     while at >= 0:
         period = n - _KEY - at
-        need = max(period * runaway.repeats, runaway.min_chars)
+        need = max(period * repeats, min_chars)
         if need <= n and text[n - need : n - period] == text[n - need + period :]:
             start = n - need  # the run, extended back to its first character
             while start >= period and text[start - period : start] == text[start : start + period]:
                 start -= period
             while start > 0 and text[start - 1] == text[start - 1 + period]:
                 start -= 1
-            span = text[start : start + period]
-            if span.isspace():  # whitespace: the whole run, as the rule above finds a longer one
-                return _whitespace(text[start:], offset + start)
-            repeats = (n - start) // period
-            shown = repr(span[:80]) + ("…" if len(span) > 80 else "")
-            what = f"{shown} repeated {repeats} times in a row"
-            return Found(kind="repeat", span=span, repeats=repeats, start=offset + start, what=what)
+            return start, period
         at = text.rfind(key, lowest, at + _KEY - 1)
     return None
+
+
+_NUMBER = re.compile(r"[0-9]+")
+COUNTING = 2048  # the characters a look for a counting loop reads: 32 spans of 64
+_LETTER = re.compile(r"[^\W\d_]")
+
+
+def _counting(text: str, runaway: Runaway, offset: int) -> Found | None:
+    """A loop that counts (``{"text":": ","minutes":33},{"text":": ","minutes":34},...``,
+    measured on Gemma 3 270M): the same span but for its numbers, found with every number
+    read as ``0``, in the last `COUNTING` characters. Four times the repeats over eight times
+    the characters of an exact loop, a span of at most half ``max_span`` with a letter in it:
+    an honest list whose items differ only in their numbers (points, a schedule) is one only
+    past 32 items, and a list of numbers (``[12, 47, 33, ...]``) never."""
+    cut = max(0, len(text) - COUNTING)
+    text = text[cut:]
+    offset += cut
+    if not _NUMBER.search(text):
+        return None
+    read = _NUMBER.sub("0", text)
+    found = _periodic(read, 4 * runaway.repeats, 8 * runaway.min_chars, runaway.max_span // 2)
+    if found is None:
+        return None
+    start, period = found
+    span = read[start : start + period]
+    if not _LETTER.search(span):
+        return None
+    repeats = (len(read) - start) // period
+    removed = 0  # the run's start in ``text``: after the digits the numbers before it lost
+    for number in _NUMBER.finditer(text):
+        if number.start() - removed >= start:
+            break
+        removed += number.end() - number.start() - 1
+    start += removed
+    what = f"{_shown(span)} repeated {repeats} times in a row, but for its numbers (counting)"
+    return Found(kind="repeat", span=span, repeats=repeats, start=offset + start, what=what)
+
+
+def _shown(span: str) -> str:
+    return repr(span[:80]) + ("…" if len(span) > 80 else "")
 
 
 def whitespace(text: str) -> int:
@@ -180,32 +234,39 @@ def _whitespace(run: str, start: int) -> Found:
 class Sentry:
     """The watch over one answer's text as it arrives: `feed` each content delta; it looks at
     the tail every `STEP` characters (a runaway is at least ``min_chars`` long, so a look per
-    few of its tokens costs little and misses nothing) and returns what it found."""
+    few of its tokens costs little and misses nothing), for a counting loop every fourth
+    look, and returns what it found. Between looks a delta is only kept."""
 
-    __slots__ = ("_runaway", "_seen", "_tail", "_unlooked", "_window")
+    __slots__ = ("_looks", "_pending", "_runaway", "_seen", "_tail", "_unlooked", "window")
 
     STEP = 16
 
     def __init__(self, runaway: Runaway) -> None:
         self._runaway = runaway
-        # the characters a look needs: a whole run of the longest span, or a digit run
-        self._window = max(runaway.max_span * runaway.repeats, runaway.min_chars, runaway.digits)
-        self._window += _KEY + self.STEP
+        # the characters a look needs: a whole run of the longest span, a digit run, a
+        # counting loop
+        needs = runaway.max_span * runaway.repeats, runaway.min_chars, runaway.digits, COUNTING
+        self.window = max(needs) + _KEY + self.STEP
         self._tail = ""
+        self._pending: list[str] = []  # the deltas since the last look
         self._seen = 0  # the characters before the tail
         self._unlooked = 0
+        self._looks = 0
 
     def feed(self, delta: str) -> Found | None:
-        tail = self._tail + delta
-        if len(tail) > 2 * self._window:  # trimmed now and then: a copy per delta stays small
-            self._seen += len(tail) - self._window
-            tail = tail[-self._window :]
-        self._tail = tail
+        self._pending.append(delta)
         self._unlooked += len(delta)
         if self._unlooked < self.STEP:
             return None
+        tail = self._tail + "".join(self._pending)
+        self._pending.clear()
+        if len(tail) > self.window:
+            self._seen += len(tail) - self.window
+            tail = tail[-self.window :]
+        self._tail = tail
         self._unlooked = 0
-        return find(tail, self._runaway, self._seen)
+        self._looks += 1
+        return find(tail, self._runaway, self._seen, counting=self._looks % 4 == 0)
 
 
 # A JSON text's tokens, for `json_path`: a string (perhaps not closed yet), a structural

@@ -51,7 +51,7 @@ def test_a_span_repeated_over_the_thresholds_is_found_at_its_first_repeat() -> N
         "ha " * 8,  # 8 repeats, but 24 characters: a laugh, not a loop
         "[" + "0," * 31,  # 31 zeros: under 64 characters
         '{"age": 1' + "0" * 60,  # a long number, under the digits threshold
-        " ".join(f"part {i} of a long answer." for i in range(40)),  # counts, never the same
+        " ".join(f"part {i} of a long answer." for i in range(30)),  # counts: under 32 parts
         "-" * 63,
     ],
 )
@@ -78,6 +78,17 @@ def test_the_thresholds_are_settable_and_checked() -> None:
             Runaway(repeats=bad)  # type: ignore[arg-type]
 
 
+def test_a_loop_that_counts_is_one_past_32_items_and_a_list_of_numbers_never() -> None:
+    item = '{"text":": ","minutes":%d},'
+    counting = '{"steps":[' + "".join(item % i for i in range(33, 66))
+    found = find(counting, DEFAULT)
+    assert found is not None and "counting" in found.what
+    assert json_path(counting, found.start) == "$.steps"
+    assert find('{"steps":[' + "".join(item % i for i in range(33, 60)), DEFAULT) is None
+    numbers = "[" + ", ".join(str(i * 37 % 1000) for i in range(500))
+    assert find(numbers, DEFAULT) is None
+
+
 def test_a_span_longer_than_max_span_is_not_looked_for() -> None:
     span = "".join(chr(ord("a") + i % 26) for i in range(150)) + "\n"
     assert find(span * 8, DEFAULT) is None
@@ -98,9 +109,10 @@ def test_the_sentry_finds_it_as_the_text_arrives_within_a_step() -> None:
 
 def test_the_sentry_keeps_a_bounded_tail_of_a_long_honest_text() -> None:
     sentry = Sentry(DEFAULT)
+    words = "the sea was calm and grey when we left the harbour at dawn".split()
     for i in range(20_000):
-        assert sentry.feed(f"word{i} ") is None
-    assert len(sentry._tail) <= 2 * (128 * 8 + 8 + Sentry.STEP)
+        assert sentry.feed(f"{words[i * 7 % len(words)]}{words[i % 5]} ") is None
+    assert len(sentry._tail) <= sentry.window
 
 
 @pytest.mark.parametrize(
