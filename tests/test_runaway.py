@@ -109,7 +109,21 @@ def test_the_sentry_finds_it_as_the_text_arrives_within_a_step() -> None:
 
 def test_the_sentry_keeps_a_bounded_tail_of_a_long_honest_text() -> None:
     sentry = Sentry(DEFAULT)
-    words = "the sea was calm and grey when we left the harbour at dawn".split()
+    words = [
+        "the",
+        "sea",
+        "was",
+        "calm",
+        "and",
+        "grey",
+        "when",
+        "we",
+        "left",
+        "the",
+        "harbour",
+        "at",
+        "dawn",
+    ]
     for i in range(20_000):
         assert sentry.feed(f"{words[i * 7 % len(words)]}{words[i % 5]} ") is None
     assert len(sentry._tail) <= sentry.window
