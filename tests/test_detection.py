@@ -82,7 +82,7 @@ EXPECTED_CHOICE = {
         "response_format": {
             "type": "json_schema",
             "json_schema": {"name": "choice", "schema": {"type": "string", "enum": ["yes", "no"]}},
-        }
+        },
     },
 }
 EXPECTED_CHOICE["generic"] = EXPECTED_CHOICE["ollama"]
