@@ -81,8 +81,9 @@ class _BodyParams(TypedDict, total=False):
 
 class FileParams(_BodyParams, total=False):
     """The per-call parameters but the model, those that travel outside the body (headers, the
-    trace context) and the request id (a line's ``custom_id`` names it): what a batch file's
-    request lines can be given (`lmclient.batch`)."""
+    trace context), the request id (a line's ``custom_id`` names it) and the runaway watch (no
+    one reads a line's answer as it comes): what a batch file's request lines can be given
+    (`lmclient.batch`)."""
 
     # Tools the model may call (`_tools`): chat only, without an output type.
     tools: Sequence[Tool[Any]]

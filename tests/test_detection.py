@@ -76,11 +76,13 @@ EXPECTED_CHOICE = {
     "sglang": {"regex": "(?:yes|no)", "max_tokens": 4},
     "llamacpp": {"grammar": 'root ::= "yes" | "no"', "max_tokens": 4},
     "tgi": {"response_format": {"type": "regex", "value": "(?:yes|no)"}, "max_tokens": 4},
-    "ollama": {
+    "ollama": {  # JSON mode's whitespace bounds nothing: read as a stream, watched for runaways
+        "stream": True,
+        "stream_options": {"include_usage": True},
         "response_format": {
             "type": "json_schema",
             "json_schema": {"name": "choice", "schema": {"type": "string", "enum": ["yes", "no"]}},
-        }
+        },
     },
 }
 EXPECTED_CHOICE["generic"] = EXPECTED_CHOICE["ollama"]

@@ -39,7 +39,7 @@ def test_fields_and_decoding(kind: Kind, dialect: str, endpoint: Any, compact: b
 
 
 def test_plans_are_cached_per_type_dialect_and_endpoint() -> None:
-    plans = Plans(compact=True)
+    plans = Plans(compact=True, runaway=None)
     vllm, openai = get_dialect("vllm"), get_dialect("openai")
     first = plans.get(int, "chat", vllm, None)
     assert plans.get(int, "chat", vllm, None) is first

@@ -355,7 +355,8 @@ def test_base64_is_written_once() -> None:
         ("vllm", Image.from_bytes(data, "image/png")),
         ("llamacpp", Audio.from_bytes(data, "audio/wav")),
     ):
-        core = _core.ClientCore("http://h/v1", "m", dialect=dialect)
+        # (runaway="off": the body is the prompt's, with no watch fields in the bound below)
+        core = _core.ClientCore("http://h/v1", "m", dialect=dialect, runaway="off")
         core.prepare("generate", ["x", media], str, "chat", {})  # plans, caches: made
         tracemalloc.start()
         try:
@@ -528,7 +529,8 @@ def test_a_model_without_the_kind_is_refused() -> None:
 def test_recorded_llamacpp_exchanges(name: str, media: Media, said: str) -> None:
     """What lmclient sends is the request a real llama.cpp parsed (its own parts), and refused
     for a model without a projector; the answer is a `ServerError` with the server's words."""
-    core = _core.ClientCore("http://h/v1", "gemma-3-270m", dialect="llamacpp")
+    # (recorded before the runaway watch, read whole: runaway="off" sends it as it was)
+    core = _core.ClientCore("http://h/v1", "gemma-3-270m", dialect="llamacpp", runaway="off")
     prompt = ["What is in it?" if said == "image" else "Transcribe it.", media]
     params = {"max_tokens": 8, "temperature": 0.0}
     sent = core.prepare("generate", prompt, str, "chat", params).request.body

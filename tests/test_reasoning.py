@@ -271,7 +271,7 @@ def sse(*deltas: dict[str, Any], finish: bool = True) -> bytes:
 
 def test_tagged_keeps_the_server_order_within_one_chunk() -> None:
     call = _core.ClientCore("http://h/v1", "m", dialect="vllm").prepare(
-        "stream", "Q", str, "chat", {}, stream=True
+        "stream", "Q", str, "chat", {}, reading="stream"
     )
     state = StreamState(call)
     data = sse(

@@ -49,7 +49,9 @@ VALUES: dict[str, Any] = {"request_id": "req-1", "priority": -3, "cache_salt": "
 
 
 def make_core(dialect: str = "vllm", **kw: Any) -> _core.ClientCore:
-    return _core.ClientCore("http://h/v1", "m", dialect=dialect, **kw)
+    """A core whose bodies hold the serving fields only: the runaway watch's fields (vLLM's
+    ``repetition_detection``, a stream elsewhere) are another subject (tests/kinds.py)."""
+    return _core.ClientCore("http://h/v1", "m", dialect=dialect, **{"runaway": "off", **kw})
 
 
 def prepared(

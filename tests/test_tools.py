@@ -456,7 +456,7 @@ def test_a_llamacpp_template_without_tools_is_refused_before_sending() -> None:
 def recorded_call(stream: bool) -> _call.Call:
     core = _core.ClientCore("http://h/v1", "gemma-3-270m", dialect="llamacpp")
     params = {"tools": [Tool(Weather, name="weather")], "tool_choice": "required"}
-    return core.prepare("create", "Q", str, "chat", params, stream=stream)
+    return core.prepare("create", "Q", str, "chat", params, reading="stream" if stream else "call")
 
 
 def test_recorded_llamacpp_tool_calls_body_and_stream_agree() -> None:
@@ -769,7 +769,7 @@ TOOL_SHAPES = {
 def shape_call(shape: Shape, stream: bool) -> _call.Call:
     core = _core.ClientCore("http://h/v1", "m", dialect=shape.dialect)
     params = {"tools": list(shape.tools), "tool_choice": shape.tool_choice}
-    return core.prepare("create", "Q", str, "chat", params, stream=stream)
+    return core.prepare("create", "Q", str, "chat", params, reading="stream" if stream else "call")
 
 
 def read_fixture(name: str) -> bytes:
@@ -827,7 +827,7 @@ LIVE_TOOLS = (Tool(Weather, name="weather"), ADD)
 def live_call(choice: Any, stream: bool = False) -> _call.Call:
     core = _core.ClientCore("http://h/v1", "gemma-3-270m", dialect="vllm")
     params = {"tools": list(LIVE_TOOLS), "tool_choice": choice}
-    return core.prepare("create", "Q", str, "chat", params, stream=stream)
+    return core.prepare("create", "Q", str, "chat", params, reading="stream" if stream else "call")
 
 
 @pytest.mark.parametrize(

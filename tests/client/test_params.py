@@ -23,9 +23,10 @@ def test_call_params_typeddict_matches_the_runtime_table() -> None:
 
 
 def test_file_params_are_the_call_params_that_travel_in_a_body() -> None:
-    """A batch file's lines carry no model, headers, request id nor trace context."""
+    """A batch file's lines carry no model, headers, request id nor trace context; nor the
+    runaway watch, as no one reads a line's answer as it comes."""
     left_out = set(CallParams.__annotations__) - set(_params.FileParams.__annotations__)
-    assert left_out == {"model", "request_id", "headers", "traceparent", "tracestate"}
+    assert left_out == {"model", "request_id", "headers", "traceparent", "tracestate", "runaway"}
 
 
 # -- check_params ---------------------------------------------------------------------------------
@@ -62,6 +63,7 @@ def test_every_parameter_of_the_table_is_accepted_with_a_good_value() -> None:
         "cache_salt": "salt",
         "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
         "tracestate": "k=v",
+        "runaway": lmclient.Runaway(repeats=4),
     }
     assert set(good) == set(_params.PARAMS) - {"n", "probabilities"}
     check_params("create", good)

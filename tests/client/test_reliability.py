@@ -24,6 +24,10 @@ from lmclient.testing._faults import FAULTS
 from tests.helpers import checked_out
 
 BOUND = 5.0  # seconds: a call with a 1 s deadline must end well within this
+# The fake's endless stream (a space at a time) and oversize answers (``x`` repeated) are loops
+# that the runaway watch stops first (`RunawayError`): their rows are about the deadline and
+# the size limit, so they are played to a client without the watch.
+NO_WATCH: dict[str, Any] = {"runaway": "off"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,7 +163,7 @@ FAULT_CASES = [
         lambda f: f.endless(),
         lmclient.APITimeoutError,
         stream=True,
-        client={"deadline": 1},
+        client={"deadline": 1, **NO_WATCH},
     ),
     Case(
         "oversize",
@@ -167,6 +171,7 @@ FAULT_CASES = [
         "`ProtocolError` before reading it",
         lambda f: f.oversize(),
         lmclient.ProtocolError,
+        client=NO_WATCH,
     ),
     Case(
         "oversize",
@@ -174,7 +179,7 @@ FAULT_CASES = [
         "`ProtocolError` once the limit is passed, without buffering the rest",
         lambda f: f.oversize(2**21, chunked=True),
         lmclient.ProtocolError,
-        client={"max_response_bytes": 2**20},
+        client={"max_response_bytes": 2**20, **NO_WATCH},
     ),
     Case(
         "oversize",
@@ -183,14 +188,15 @@ FAULT_CASES = [
         lambda f: f.oversize(2**21),
         lmclient.ProtocolError,
         stream=True,
-        client={"max_response_bytes": 2**20},
+        client={"max_response_bytes": 2**20, **NO_WATCH},
     ),
     Case(
         "runaway",
-        "a `list[str]` answer that loops, cut after 2,048 tokens (`finish_reason` `length`)",
-        "`TruncatedError` carrying the text, not re-asked",
+        "a `list[str]` answer that loops, a token at a time (read whole: cut after 2,048 tokens)",
+        "`RunawayError` (a `TruncatedError`) carrying the text, stopped by lmclient's watch, "
+        "not re-asked",
         lambda f: f.runaway(),
-        lmclient.TruncatedError,
+        lmclient.RunawayError,
         output_type=list[str],
     ),
 ]

@@ -37,25 +37,25 @@ STREAM_PARAMS = {
     "seed": 7,
     "timeout": 3,
 }
-CALLS: dict[str, tuple[str, dict[str, Any], tuple[Any, ...], bool]] = {
+CALLS: dict[str, tuple[str, dict[str, Any], tuple[Any, ...], _core.Reading]] = {
     "vllm-struct": (
         "vllm",
         {"whitespace": "server"},
         ("generate", "Name a pet.", Pet, "chat", {}),
-        False,
+        "call",
     ),
     "vllm-stream-params": (
         "vllm",
         {"whitespace": "server"},
         ("stream", CHAT, list[Pet], "chat", STREAM_PARAMS),
-        True,
+        "stream",
     ),
-    "vllm-compact-budget": ("vllm", {}, ("generate", "Tag?", Tag, "chat", {}), False),
+    "vllm-compact-budget": ("vllm", {}, ("generate", "Tag?", Tag, "chat", {}), "call"),
     "llamacpp-compact-stream": (
         "llamacpp",
         {},
         ("stream", "Tag?", Tag, "completions", {"max_tokens": 12}),
-        True,
+        "stream",
     ),
     "vllm-completions-defaults-logprobs": (
         "vllm",
@@ -67,13 +67,13 @@ CALLS: dict[str, tuple[str, dict[str, Any], tuple[Any, ...], bool]] = {
             "completions",
             {"max_tokens": 5, "logprobs": True, "top_logprobs": 3},
         ),
-        False,
+        "call",
     ),
     "openai-strict-logprobs": (
         "openai",
         {},
         ("generate", "Name a pet.", Pet, "chat", {"logprobs": True, "top_logprobs": 2}),
-        False,
+        "call",
     ),
     "llamacpp-choice-extra": (
         "llamacpp",
@@ -85,7 +85,7 @@ CALLS: dict[str, tuple[str, dict[str, Any], tuple[Any, ...], bool]] = {
             "chat",
             {"extra_body": {"top_k": 5, "n_probs": 0}},
         ),
-        False,
+        "call",
     ),
     "sglang-regex-stream": (
         "sglang",
@@ -97,13 +97,13 @@ CALLS: dict[str, tuple[str, dict[str, Any], tuple[Any, ...], bool]] = {
             "completions",
             {"presence_penalty": 0.1},
         ),
-        True,
+        "stream",
     ),
     "tgi-wrapped-n": (
         "tgi",
         {},
         ("create", "Count.", list[int], "chat", {"n": 2, "frequency_penalty": 0}),
-        False,
+        "call",
     ),
     "vllm-guided-text-extra": (
         "vllm-guided",
@@ -115,14 +115,15 @@ CALLS: dict[str, tuple[str, dict[str, Any], tuple[Any, ...], bool]] = {
             "chat",
             {"extra_body": {"max_tokens": 9, "repetition_penalty": 1.1}, "max_tokens": 3},
         ),
-        False,
+        "call",
     ),
 }
 BODIES = {
     "vllm-struct": (
         b'{"model":"m","messages":[{"role":"user","content":"Name a pet."}],"structured'
         b'_outputs":{"json":{"title":"Pet","type":"object","properties":{"name":{"type"'
-        b':"string"},"age":{"type":"integer"}},"required":["name","age"]}}}'
+        b':"string"},"age":{"type":"integer"}},"required":["name","age"]}},"repetition_'
+        b'detection":{"max_pattern_size":32,"min_pattern_size":1,"min_count":16}}'
     ),
     "vllm-stream-params": (
         b'{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"use'
@@ -130,11 +131,13 @@ BODIES = {
         b',"seed":7,"stream":true,"stream_options":{"include_usage":true},"structured_o'
         b'utputs":{"json":{"type":"array","items":{"$ref":"#/$defs/Pet"},"$defs":{"Pet"'
         b':{"title":"Pet","type":"object","properties":{"name":{"type":"string"},"age":'
-        b'{"type":"integer"}},"required":["name","age"]}}}}}'
+        b'{"type":"integer"}},"required":["name","age"]}}}},"repetition_detection":{"ma'
+        b'x_pattern_size":32,"min_pattern_size":1,"min_count":16}}'
     ),
     "vllm-completions-defaults-logprobs": (
         b'{"model":"m","prompt":"2 + 2 =","top_p":0.9,"max_tokens":5,"logprobs":3,"stru'
-        b'ctured_outputs":{"regex":"-?(0|[1-9][0-9]{0,18})"}}'
+        b'ctured_outputs":{"regex":"-?(0|[1-9][0-9]{0,18})"},"repetition_detection":{"m'
+        b'ax_pattern_size":32,"min_pattern_size":1,"min_count":16}}'
     ),
     "openai-strict-logprobs": (
         b'{"model":"m","messages":[{"role":"user","content":"Name a pet."}],"logprobs":'
@@ -171,17 +174,18 @@ BODIES = {
     ),
     "vllm-guided-text-extra": (
         b'{"model":"m","messages":[{"role":"user","content":"Anything."}],"max_tokens":'
-        b'9,"repetition_penalty":1.1}'
+        b'9,"stream":true,"stream_options":{"include_usage":true},"repetition_penalty":'
+        b"1.1}"
     ),
 }
 
 
 @pytest.mark.parametrize("name", sorted(CALLS))
 def test_request_body_bytes(name: str) -> None:
-    dialect, kw, args, stream = CALLS[name]
-    first = core(dialect, **kw).prepare(*args, stream=stream)
+    dialect, kw, args, reading = CALLS[name]
+    first = core(dialect, **kw).prepare(*args, reading=reading)
     assert first.request.body == BODIES[name]
-    again = core(dialect, **kw).prepare(*args, stream=stream)  # with every cache warm
+    again = core(dialect, **kw).prepare(*args, reading=reading)  # with every cache warm
     assert again.request.body == BODIES[name]
 
 
@@ -195,18 +199,23 @@ PET_FIELDS = {
         }
     }
 }
+# vLLM's own check of an unbounded type's answer, at the client's default thresholds
+REPETITION_DETECTION = {
+    "repetition_detection": {"max_pattern_size": 32, "min_pattern_size": 1, "min_count": 16}
+}
 PROMPTS = ["", "plain", 'a " and a \\', "line\nbreak\ttab", "\x00\x1f", "é ü 🐍", "\u2028</script>"]
 
 
 @pytest.mark.parametrize("prompt", PROMPTS)
 @pytest.mark.parametrize("endpoint", ["chat", "completions"])
-@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("reading", ["call", "stream"])
 @pytest.mark.parametrize("compact", [False, True], ids=["server-whitespace", "compact"])
 def test_a_prompt_spliced_alone_makes_the_bytes_of_the_whole_body(
-    prompt: str, endpoint: Endpoint, stream: bool, compact: bool
+    prompt: str, endpoint: Endpoint, reading: _core.Reading, compact: bool
 ) -> None:
     """A call with one prompt and no parameters makes the bytes of the whole body, the first
-    time (its plan made) and the next (its plan reused)."""
+    time (its plan made) and the next (its plan reused): an unbounded type's with vLLM's
+    repetition check after its fields."""
     expected: dict[str, Any] = {"model": "m"}
     if endpoint == "chat":
         expected["messages"] = [{"role": "user", "content": prompt}]
@@ -214,15 +223,17 @@ def test_a_prompt_spliced_alone_makes_the_bytes_of_the_whole_body(
         expected["prompt"] = prompt
     if compact:
         expected["max_tokens"] = len('{"id":0,"ok":false}') + 1
-    if stream:
+    if reading == "stream":
         expected |= {"stream": True, "stream_options": {"include_usage": True}}
     output_type = Tag if compact else Pet
     grammar = compile_output(Tag).compact
     assert grammar is not None
     expected |= {"structured_outputs": {"grammar": grammar.text}} if compact else PET_FIELDS
+    if not compact:
+        expected |= REPETITION_DETECTION
     c = core("vllm", whitespace="compact" if compact else "server")
     for _ in range(2):  # the plan made, then reused
-        call = c.prepare("create", prompt, output_type, endpoint, {}, stream=stream)
+        call = c.prepare("create", prompt, output_type, endpoint, {}, reading=reading)
         assert call.request.body == msgspec.json.encode(expected)
 
 

@@ -1,6 +1,7 @@
 """The recorded comparison of issue 16, replayed: the same `list[Pet]` call to a real llama.cpp
 server with lmclient's compact grammar, and with the server's own JSON grammar
-(tests/fixtures/llamacpp-live/README.md). The request bodies are what lmclient sends today."""
+(tests/fixtures/llamacpp-live/README.md). The request bodies are what lmclient sends today
+with ``runaway="off"``: recorded before the runaway watch, they ask for one JSON answer."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def _recorded(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
 def test_the_recorded_requests_are_what_lmclient_sends(name: str, whitespace: Any) -> None:
     request, _ = _recorded(name)
     core = _core.ClientCore(
-        "http://h/v1", request["model"], dialect="llamacpp", whitespace=whitespace
+        "http://h/v1", request["model"], dialect="llamacpp", whitespace=whitespace, runaway="off"
     )
     call = core.prepare("create", "List three pets as JSON.", list[Pet], "chat", dict(PARAMS))
     assert call.request.body is not None and json.loads(call.request.body) == request

@@ -330,15 +330,33 @@ def test_a_stream_that_reached_its_end_is_not_abandoned() -> None:
 # -- as a user of lmclient -----------------------------------------------------------------------
 
 
-def test_a_user_sees_the_loop_as_a_cut_answer() -> None:
-    """A runaway the client does not stop ends at max_tokens: a TruncatedError (a
-    RunawayError, where lmclient tells runaways apart, is one) carrying the looping text."""
-    fake = FakeLLM()
+@pytest.mark.parametrize(("server", "by"), [("generic", "client"), ("vllm", "server")])
+def test_a_user_sees_the_loop_stopped_as_a_runaway(server: str, by: str) -> None:
+    """The client's default watch stops the loop: its own over the stream it reads, or vLLM's
+    repetition_detection, which the fake plays; a `RunawayError` saying where it looped."""
+    fake = FakeLLM(server=server)
     fake.runaway()
     with (
         fake.serve() as url,
         lmclient.Client(url, model="fake-model") as client,
+        pytest.raises(lmclient.RunawayError) as caught,
+    ):
+        client.generate("Describe the ticket", Ticket, max_tokens=64)
+    assert caught.value.by == by and caught.value.path == "$.tags"
+    assert ',"' in str(caught.value)
+
+
+def test_a_user_without_the_watch_sees_the_loop_as_a_cut_answer() -> None:
+    """A runaway the client does not watch (``runaway="off"``: one JSON answer, no
+    repetition_detection) ends at max_tokens: a TruncatedError carrying the looping text."""
+    fake = FakeLLM(server="vllm")
+    fake.runaway()
+    with (
+        fake.serve() as url,
+        lmclient.Client(url, model="fake-model", runaway="off") as client,
         pytest.raises(lmclient.TruncatedError) as caught,
     ):
         client.generate("Describe the ticket", Ticket, max_tokens=64)
     assert ',"' in str(caught.value)
+    sent = fake.last_request.body
+    assert "stream" not in sent and "repetition_detection" not in sent

@@ -71,7 +71,9 @@ def test_generate_stream_and_one_connection(server: Stack) -> None:
     connection; the probes of dialect="auto" too."""
     assert server.uds is not None
     connections = set()
-    with sync_client(server.uds, dialect="auto", model=None) as client:
+    # (runaway="off": the stacks' app answers a request with "stream" by its list, and the
+    # auto-detected generic dialect would read an Echo call as a stream to watch it)
+    with sync_client(server.uds, dialect="auto", model=None, runaway="off") as client:
         for i in range(3):
             prompt = f"sync {i}"
             echo = client.generate(prompt, Echo)
@@ -89,7 +91,7 @@ def test_generate_stream_and_one_connection(server: Stack) -> None:
 async def test_generate_stream_and_one_connection_async(server: Stack) -> None:
     assert server.uds is not None
     connections = set()
-    async with async_client(server.uds, dialect="auto", model=None) as client:
+    async with async_client(server.uds, dialect="auto", model=None, runaway="off") as client:
         for i in range(3):
             prompt = f"async {i}"
             echo = await asyncio.wait_for(client.generate(prompt, Echo), HANG)
