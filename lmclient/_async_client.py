@@ -548,7 +548,7 @@ class AsyncClient(AsyncScoring):
                 timeouts = call.start_attempt()  # raises once the deadline has passed: not sent
                 if watch is not None:
                     watch.sending(call)
-                if type(call) is Call and call.runaway is not None:  # read as it is generated
+                if type(call) is Call and call.guard == "client":  # read as it is generated
                     outcome = await self._read_watched(call, timeouts, watch)
                 else:
                     status, headers, body = await self._transport.send(
@@ -572,8 +572,8 @@ class AsyncClient(AsyncScoring):
     async def _read_watched(
         self, call: Call, timeouts: Timeouts, watch: Watch | None
     ) -> Response[Any, Any] | Next:
-        """The answer of a call watched for runaways (`Call.runaway`), read as a stream as the
-        server generates it: at a runaway, `StreamState.feed` raises `RunawayError` and the
+        """The answer of a call lmclient watches for runaways (`Call.guard`), read as a stream
+        as the server generates it: at a runaway, `StreamState.feed` raises `RunawayError` and the
         connection is closed, which the server takes as an abort. An answer that is not the
         stream asked for (an error; one JSON body, from a respx mock) is read as a call's."""
         response = await self._transport.stream(

@@ -29,7 +29,7 @@ from ._output.depth import body_decoder
 from ._output.types import OutputSpec
 from ._request import CallSettings, PreparedRequest, Timeouts
 from ._response import Response
-from ._runaway import DEFAULT, Found, Runaway, find, json_path, padded, whitespace
+from ._runaway import Found, Guard, Runaway, find, json_path, padded, whitespace
 from ._secrets import scrub, scrub_text, secrets_of
 from ._status import api_error
 from ._tools import Tool, ToolCall, check_choice, decode_calls, tool_table
@@ -221,9 +221,11 @@ class Call(Attempts, kw_only=True):
     answer: Response[Any, Any] | None = None
     reading: Reading | None = None
     pending: tuple[bytes, ...] = ()
-    # The thresholds lmclient watches the answer with, read as a stream (`_runaway`); ``None``:
-    # the answer is read whole (bounded by its type, watched by the server, or not watched).
+    # The call's runaway thresholds (`_runaway`; ``None``: runaway="off"), and who watches its
+    # answer: ``"client"``, lmclient, which reads it as a stream; ``"server"``, vLLM; ``None``,
+    # no one (a bounded type, an answer read whole).
     runaway: Runaway | None = None
+    guard: Guard | None = None
 
     @classmethod
     def new(
@@ -238,10 +240,11 @@ class Call(Attempts, kw_only=True):
         params: Mapping[str, Any],
         many: Many | None = None,
         runaway: Runaway | None = None,
+        guard: Guard | None = None,
     ) -> Call:
         """The call of ``request``, with its parameters' settings over the client's; an item
-        of ``many``, a batch whose budgets its re-asks keep too; watched for runaways as a
-        stream with ``runaway``."""
+        of ``many``, a batch whose budgets its re-asks keep too; its answer watched for
+        runaways at ``runaway`` by ``guard``."""
         if params:
             settings = settings.given(params)
             tools = tool_table(params)
@@ -262,6 +265,7 @@ class Call(Attempts, kw_only=True):
             many=many if many is not None and many.budgeted else None,
             probabilities=probabilities,
             runaway=runaway,
+            guard=guard,
         )
 
     def finish(
@@ -288,7 +292,7 @@ class Call(Attempts, kw_only=True):
 
     @staticmethod
     def streams(status: int, headers: Mapping[str, str]) -> bool:
-        """Whether the answer to a watched call (`runaway`) came as the stream it asked for:
+        """Whether the answer to a call lmclient watches (`guard`) came as the stream it asked for:
         not an error, nor one JSON body (a respx mock's, a server's that ignores ``stream``),
         which `finish` reads as any call's."""
         return status < 300 and headers.get("content-type", "").startswith("text/event-stream")
@@ -711,11 +715,13 @@ class Call(Attempts, kw_only=True):
                     raise self.explained(ignored)
                 # Was it still making progress? A value's end would have come; a loop's tail
                 # shows (more readily than the watch stops one: the answer failed anyway), and
-                # so does an answer of padding. A text is returned unless the watch's rule holds.
-                if constrained:
+                # so does an answer of padding. A text is returned unless the watch's rule holds
+                # (and runaway is not "off"); with tools, what the tool check says comes first.
+                found = None
+                if constrained and not self.tools:
                     found = find(text, _CUT) or padded(text)
-                else:
-                    found = find(text, self.runaway or DEFAULT)
+                elif self.runaway is not None and not self.tools:
+                    found = find(text, self.runaway)
                 if found is not None:
                     raise self.ran_away(found, text, by="max_tokens", usage=usage)
                 if constrained:

@@ -49,7 +49,7 @@ from ._params import (
 from ._plans import Planned, Plans
 from ._reasoning import REASONING_PARAMS, reasoning_fields, reasoning_params, thinking_room
 from ._request import CallSettings, PreparedRequest, Timeouts
-from ._runaway import Runaway, runaway_setting, server_fields
+from ._runaway import runaway_setting, server_fields
 from ._serving import (
     HEADER_PARAMS,
     TABLED,
@@ -513,9 +513,12 @@ class ClientCore:
         headers = self.post_headers
         if shape == "special" and not HEADER_PARAMS.isdisjoint(merged):  # (in _CHECKED)
             headers = self._call_headers(merged, planned.dialect)
-        runaway = None  # the thresholds lmclient watches the answer with, as a stream
-        if planned.guard == "client" and reading != "file":
-            runaway = self._watched(merged, shape)
+        runaway = self.runaway  # the call's runaway thresholds (``None``: "off")
+        if shape == "special" and "runaway" in merged:
+            runaway = runaway_setting(merged["runaway"], where)
+        guard = planned.guard if runaway is not None else None  # who watches its answer
+        if guard == "client" and (reading == "file" or not _one_text(merged, shape)):
+            guard = None  # read whole, as before (several choices, logprobs, tools; a file)
         body = self._body(
             prompt,
             messages=messages,
@@ -523,7 +526,7 @@ class ClientCore:
             params=merged,
             planned=planned,
             shape=shape,
-            stream=reading == "stream" or runaway is not None,
+            stream=reading == "stream" or guard == "client",
         )
         return Call.new(
             self.settings,
@@ -535,19 +538,8 @@ class ClientCore:
             params=_NO_PARAMS if shape == "given" else merged,  # (all in the body: none read)
             many=many,
             runaway=runaway,
+            guard=guard,
         )
-
-    def _watched(self, params: Mapping[str, Any], shape: Shape) -> Runaway | None:
-        """The thresholds lmclient watches a call's answer with, where its plan's guard is the
-        client's: the call's ``runaway=``, else the client's; ``None`` where the answer is not
-        one text to watch (several choices, logprobs, tools: read whole, as before)."""
-        if shape == "given":  # the usual call: the client's setting, ``n`` the one to read
-            return self.runaway if params.get("n", 1) == 1 else None
-        if params.get("n", 1) != 1 or not _UNWATCHED.isdisjoint(params):
-            return None
-        if "runaway" in params:
-            return runaway_setting(params["runaway"], "call")
-        return self.runaway
 
     def names_model(self, params: Mapping[str, Any]) -> bool:
         """Whether a call names its model (``model=``, or in ``defaults``): then a client made
@@ -693,8 +685,17 @@ _CHECKED = (
     | _TABLED
     | {"model", "extra_body", "probabilities", "runaway"}
 )
-# A call with any of these is read whole, not watched as a stream (`ClientCore._watched`).
+# A call with any of these is read whole, not watched as a stream (`_one_text`).
 _UNWATCHED = frozenset({"logprobs", "probabilities", "tools"})
+
+
+def _one_text(params: Mapping[str, Any], shape: Shape) -> bool:
+    """Whether a call's answer is one text lmclient can watch as a stream: one choice, and
+    (beyond the usual call's parameters) no logprobs, probabilities or tools, whose answers are
+    read whole, as before."""
+    if params.get("n", 1) != 1:
+        return False
+    return shape == "given" or _UNWATCHED.isdisjoint(params)
 
 
 def model_ids(body: bytes) -> list[str]:

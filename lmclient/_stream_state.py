@@ -89,7 +89,8 @@ class StreamState:
         # the response's headers (lower-case names), set by the stream once it is open
         self.headers: Mapping[str, str] | None = None
         # the watch over the text for runaways (`_runaway`), where lmclient is the one to watch
-        self._sentry = None if call.runaway is None else Sentry(call.runaway)
+        runaway = call.runaway
+        self._sentry = Sentry(runaway) if call.guard == "client" and runaway else None
 
     def scrub(self, exc: BaseException) -> None:
         """Take the client's key out of a failure of this stream (`lmclient._secrets`)."""

@@ -382,3 +382,13 @@ def test_tgi_is_not_watched_as_a_stream_its_usage_would_be_lost() -> None:
     with fake.serve() as url, lmclient.Client(url, model=MODEL, dialect="tgi") as client:
         response = client.create("Q", Ticket)
     assert "stream" not in _body(fake) and response.usage is not None
+
+
+def test_runaway_off_returns_a_cut_text_that_loops_as_before() -> None:
+    fake = FakeLLM([MODEL])
+    with fake.serve() as url, lmclient.Client(url, model=MODEL, dialect="vllm") as client:
+        fake.reply("ab" * 100, finish_reason="length", times=None)
+        assert client.generate("Q", runaway="off") == "ab" * 100
+        with pytest.raises(lmclient.RunawayError) as caught:
+            client.generate("Q")
+    assert caught.value.by == "max_tokens" and caught.value.span == "ab"
