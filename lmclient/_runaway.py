@@ -17,6 +17,7 @@ abort. A bounded output type needs no watch: its token budget already caps its a
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any, Literal
 
@@ -171,38 +172,51 @@ def _periodic(text: str, repeats: int, min_chars: int, max_span: int) -> tuple[i
 
 _NUMBER = re.compile(r"[0-9]+")
 COUNTING = 2048  # the characters a look for a counting loop reads: 32 spans of 64
-_LETTER = re.compile(r"[^\W\d_]")
 
 
 def _counting(text: str, runaway: Runaway, offset: int) -> Found | None:
-    """A loop that counts (``{"text":": ","minutes":33},{"text":": ","minutes":34},...``,
-    measured on Gemma 3 270M): the same span but for its numbers, found with every number
-    read as ``0``, in the last `COUNTING` characters. Four times the repeats over eight times
-    the characters of an exact loop, a span of at most half ``max_span`` with a letter in it:
-    an honest list whose items differ only in their numbers (points, a schedule) is one only
-    past 32 items, and a list of numbers (``[12, 47, 33, ...]``) never."""
+    """A loop that counts (``{"text":"yoyo","minutes":33},{"text":"yoyo","minutes":34},...``,
+    ``".421",".422",...``, measured on Gemma 3 270M): the same span but for its numbers, found
+    with every number read as ``0`` in the last `COUNTING` characters, four times the repeats
+    over four times the characters of an exact loop, of a span of at most half ``max_span``,
+    one of whose numbers goes up (or down) by the same step from each span to the next. So a
+    list of points or of numbers, which differ at random, is never one; a list that numbers
+    its items (a schedule by day) is one only past 32 items alike but for their numbers."""
     cut = max(0, len(text) - COUNTING)
     text = text[cut:]
     offset += cut
     if not _NUMBER.search(text):
         return None
     read = _NUMBER.sub("0", text)
-    found = _periodic(read, 4 * runaway.repeats, 8 * runaway.min_chars, runaway.max_span // 2)
+    found = _periodic(read, 4 * runaway.repeats, 4 * runaway.min_chars, runaway.max_span // 2)
     if found is None:
         return None
     start, period = found
     span = read[start : start + period]
-    if not _LETTER.search(span):
-        return None
-    repeats = (len(read) - start) // period
     removed = 0  # the run's start in ``text``: after the digits the numbers before it lost
     for number in _NUMBER.finditer(text):
         if number.start() - removed >= start:
             break
         removed += number.end() - number.start() - 1
-    start += removed
+    if not _counts(text[start + removed :], span.count("0")):
+        return None
+    repeats = (len(read) - start) // period
     what = f"{_shown(span)} repeated {repeats} times in a row, but for its numbers (counting)"
-    return Found(kind="repeat", span=span, repeats=repeats, start=offset + start, what=what)
+    return Found(
+        kind="repeat", span=span, repeats=repeats, start=offset + start + removed, what=what
+    )
+
+
+def _counts(run: str, per_span: int) -> bool:
+    """Whether one of the ``per_span`` numbers of each span of ``run`` steps by one and the
+    same amount from span to span (the last number left out: it may be cut)."""
+    numbers = [int(n) for n in _NUMBER.findall(run)][:-1]
+    for at in range(per_span):
+        seen = numbers[at::per_span]
+        step = seen[1] - seen[0] if len(seen) > 2 else 0
+        if step and all(b - a == step for a, b in itertools.pairwise(seen)):
+            return True
+    return False
 
 
 def _shown(span: str) -> str:

@@ -263,7 +263,7 @@ class RunawayError(TruncatedError):
         what: str,
         advice: str,
     ) -> None:
-        where = "the text" if path == "$" else f"at {path}"
+        where = "" if path == "$" else f" at {path}"
         spent = [] if tokens is None else [f"{tokens} tokens"]
         spent += [] if seconds is None else [f"{seconds:.1f} s"]
         stopped = {
@@ -273,7 +273,7 @@ class RunawayError(TruncatedError):
         }.get(by, by)
         ValidationError.__init__(
             self,
-            f"the answer ran away {where}: {what} ({stopped}"
+            f"the answer ran away{where}: {what} ({stopped}"
             f"{', after ' + ', '.join(spent) if spent else ''}); {advice}",
             text=text,
             output_type=output_type,

@@ -78,15 +78,22 @@ def test_the_thresholds_are_settable_and_checked() -> None:
             Runaway(repeats=bad)  # type: ignore[arg-type]
 
 
-def test_a_loop_that_counts_is_one_past_32_items_and_a_list_of_numbers_never() -> None:
-    item = '{"text":": ","minutes":%d},'
-    counting = '{"steps":[' + "".join(item % i for i in range(33, 66))
+def test_a_loop_that_counts_is_one_past_32_items_and_a_list_of_points_never() -> None:
+    counting = '{"steps":[' + "".join(f'{{"text":": ","minutes":{i}}},' for i in range(33, 66))
     found = find(counting, DEFAULT)
     assert found is not None and "counting" in found.what
     assert json_path(counting, found.start) == "$.steps"
-    assert find('{"steps":[' + "".join(item % i for i in range(33, 60)), DEFAULT) is None
+    fewer = '{"steps":[' + "".join(f'{{"text":": ","minutes":{i}}},' for i in range(33, 60))
+    assert find(fewer, DEFAULT) is None
     numbers = "[" + ", ".join(str(i * 37 % 1000) for i in range(500))
     assert find(numbers, DEFAULT) is None
+    points = "[" + ", ".join(
+        '{"x": %d, "y": %d}' % (i * 37 % 1000, i * 91 % 997) for i in range(99)
+    )
+    assert find(points, DEFAULT) is None  # alike but for numbers that do not count
+    pros = '{"pros":[' + "".join(f'".{i}",' for i in range(400, 470))  # measured: a review
+    found = find(pros, DEFAULT)
+    assert found is not None and json_path(pros, found.start) == "$.pros"
 
 
 def test_a_span_longer_than_max_span_is_not_looked_for() -> None:
@@ -300,7 +307,9 @@ def test_a_cut_answer_that_loops_says_so_and_a_cut_honest_one_says_raise_max_tok
         fake.runaway()
         with pytest.raises(lmclient.RunawayError) as looped:
             client.generate("Q", Ticket, max_tokens=200)
-        fake.reply('{"title":"' + " ".join(f"w{i}" for i in range(200)) + '"}')
+        words = ["the", "sea", "was", "calm", "and", "grey", "when", "we", "left", "at", "dawn"]
+        honest = " ".join(words[i * 7 % 11] + words[i % 4] for i in range(200))
+        fake.reply('{"title":"' + honest + '"}')
         with pytest.raises(lmclient.TruncatedError) as cut:
             client.generate("Q", Ticket, max_tokens=20)
     assert looped.value.by == "max_tokens" and "raise max_tokens" not in str(looped.value)

@@ -56,7 +56,8 @@ def test_the_last_answer_only_sends_smaller_prompts(base_url: str) -> None:
 
 def test_a_budget_stops_the_reasks_by_the_servers_count(base_url: str) -> None:
     with lmclient.Client(base_url, dialect="llamacpp") as client:
-        first = client.create("Say hi.", **GREEDY)
+        # (this model loops on "Say hi.": its cut text is read as it is, the watch off)
+        first = client.create("Say hi.", **GREEDY, runaway="off")
         with pytest.raises(lmclient.TokenBudgetExceeded) as info:
             client.generate(PROMPT, Order, **BUDGETED)
     assert first.usage is not None and first.usage.prompt_tokens and first.usage.completion_tokens
@@ -81,6 +82,7 @@ async def test_a_batch_budget_on_the_real_server(base_url: str) -> None:
             temperature=0.0,
             seed=1,
             max_tokens=48,
+            runaway="off",  # (these prompts loop on this model: cut texts, read as they are)
         )
     assert isinstance(values[0], str)
     assert all(isinstance(v, lmclient.TokenBudgetExceeded) for v in values[1:])
