@@ -87,9 +87,7 @@ def test_a_loop_that_counts_is_one_past_32_items_and_a_list_of_points_never() ->
     assert find(fewer, DEFAULT) is None
     numbers = "[" + ", ".join(str(i * 37 % 1000) for i in range(500))
     assert find(numbers, DEFAULT) is None
-    points = "[" + ", ".join(
-        '{"x": %d, "y": %d}' % (i * 37 % 1000, i * 91 % 997) for i in range(99)
-    )
+    points = "[" + ", ".join(f'{{"x": {i * 37 % 1000}, "y": {i * 91 % 997}}}' for i in range(99))
     assert find(points, DEFAULT) is None  # alike but for numbers that do not count
     pros = '{"pros":[' + "".join(f'".{i}",' for i in range(400, 470))  # measured: a review
     found = find(pros, DEFAULT)
