@@ -456,8 +456,27 @@ def report(
             "\n".join(targets(calls)),
             "Per type:",
             type_table(calls, tasks, clients),
+            *stopped_table(calls),
         ]
     )
+
+
+def stopped_table(calls: Sequence[Call]) -> list[str]:
+    """What lmclient's watch stopped, call by call, as its `RunawayError` said: nothing where it
+    stopped nothing (or this lmclient has no watch)."""
+    stopped = [call for call in calls if call.outcome.runaway]
+    if not stopped:
+        return []
+    heads = ["type", "prompt", "t", "client", "tokens", "s", "by", "kind", "path", "span × repeats"]
+    lines = ["| " + " | ".join(heads) + " |", "|---|---:|---:|---|---:|---:|---|---|---|---|"]
+    for call in stopped:
+        o, found = call.outcome, call.outcome.runaway
+        span = json.dumps(found.get("span", ""), ensure_ascii=False).replace("|", "\\|")
+        cells = [call.task, str(call.prompt), f"{call.temperature:g}", call.client]
+        cells += [str(o.tokens), f"{o.seconds:.1f}", str(found.get("by")), str(found.get("kind"))]
+        cells += [f"`{found.get('path')}`", f"`{span}` × {found.get('repeats')}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return ["Stopped as runaways:", "\n".join(lines)]
 
 
 def write_docs(path: Path, body: str) -> None:
