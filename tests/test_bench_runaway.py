@@ -54,3 +54,9 @@ def test_a_run_that_misses_them_says_which(bench: ModuleType) -> None:
     assert every.endswith("**missed**: cut")
     assert "600: **missed**" in tokens
     assert "1.00" in slowest and slowest.endswith("**missed**")
+
+
+def test_text_cut_at_max_tokens_is_not_counted_valid(bench: ModuleType) -> None:
+    """lmclient returns text whatever the finish reason: the bench counts a cut one apart."""
+    assert bench.text_outcome("Say hi\n" * 300, "length", 2048).ended == "cut"
+    assert bench.text_outcome("Hi!", "stop", 3).ended == "valid"
