@@ -29,6 +29,7 @@ import argparse
 import json
 import signal
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -49,7 +50,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))  # benchmarks/ is a directory of scripts, not a package
 sys.path.insert(0, str(ROOT))
 
-from e2e import cpu_model, git_commit, pick, python_path, say, server_props, version  # noqa: E402
+from e2e import cpu_model, pick, python_path, say, server_props, version  # noqa: E402
 from runaway_tasks import QUICK_TYPES, TASKS, Task  # noqa: E402
 
 from scripts import llamacpp, vllm  # noqa: E402
@@ -129,7 +130,10 @@ def lmclient_runner(
                 if type(exc).__name__ == "RunawayError"
                 else {}
             )
-            return Outcome(type(exc).__name__, tokens, tail=exc.text[-TAIL:], runaway=found)
+            ended = type(exc).__name__
+            if found.get("by") == "max_tokens":  # seen only at the cut: it ran to max_tokens
+                ended += " at max_tokens"
+            return Outcome(ended, tokens, tail=exc.text[-TAIL:], runaway=found)
         except errors.ValidationError as exc:
             return Outcome(type(exc).__name__, tokenize(exc.text), tail=exc.text[-TAIL:])
         except errors.LMClientError as exc:
@@ -299,7 +303,9 @@ def seconds_cell(values: Sequence[float]) -> str:
 
 
 def summary_row(client: str, calls: Sequence[Call]) -> str:
-    """One client over the calls given: what the issue's targets read."""
+    """One client over the calls given: what the issue's targets read. A runaway *stopped* is a
+    `RunawayError` raised while the answer was generated (by lmclient's watch or the server's
+    check); one recognised only at the cut (`by="max_tokens"`) is among the other failures."""
     outcomes = [call.outcome for call in calls]
     stopped = [o for o in outcomes if o.ended == "RunawayError"]
     failed = len(outcomes) - sum(o.valid for o in outcomes) - len(stopped)
@@ -363,7 +369,7 @@ def targets(calls: Sequence[Call]) -> list[str]:
     if not mine:
         return ["Targets: need the `lmclient` client in the run."]
     out = []
-    other = [o.ended for o in mine if not o.valid and o.ended != "RunawayError"]
+    other = [o.ended for o in mine if not o.valid and not o.ended.startswith("RunawayError")]
     verdict = "met" if not other else f"**missed**: {', '.join(sorted(set(other)))}"
     out.append(f"- every call ends valid or with `RunawayError`: {verdict}")
     stopped = [o.tokens for o in mine if o.ended == "RunawayError" and o.tokens is not None]
@@ -424,6 +430,20 @@ per call (`time.process_time`), the server's not included. Types and prompts:
 `benchmarks/runaway_tasks.py`; every call of a run is in its `--record` file."""
 
 
+def lmclient_commit() -> str:
+    """The commit of the lmclient that ran, which `PYTHONPATH` may take from another tree than
+    this script's (the lead's, to rerun a branch's bench on the merged watch)."""
+    tree = Path(lmclient.__file__).resolve().parents[1]
+
+    def git(*args: str) -> str:
+        run = subprocess.run(["git", *args], cwd=tree, capture_output=True, text=True, check=False)
+        return run.stdout.strip()
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    changed = " + uncommitted changes" if git("status", "--porcelain", "lmclient") else ""
+    return f"{commit} ({tree}){changed}"
+
+
 def header(
     props: dict[str, Any], server: Server, where: str, command: str, n: int, seconds: float
 ) -> str:
@@ -435,7 +455,7 @@ def header(
     return (
         f"Measured {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC on {cpu_model()}, "
         f"{n} calls in {seconds / 60:.0f} min. Server: {what}, {where}. lmclient "
-        f"{lmclient.__version__} at commit {git_commit()}; openai {version('openai')}, "
+        f"{lmclient.__version__} at commit {lmclient_commit()}; openai {version('openai')}, "
         f"pydantic {version('pydantic')}. Command: `{command}`."
     )
 
