@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test check lint demo bench bench-e2e clean stacks
+.PHONY: install test check lint demo bench bench-e2e bench-runaway clean stacks
 
 install: $(STAMP)
 
@@ -86,6 +86,18 @@ bench-e2e:
 	$(BENCH_VENV)/bin/python -m pip install --quiet -e '.[bench]'
 	$(BENCH_VENV)/bin/python scripts/llamacpp.py install
 	$(BENCH_VENV)/bin/python benchmarks/e2e.py --docs docs/performance.md $(E2E_ARGS)
+
+# Runaways (issue 39): types with unbounded parts whose answers a small model loops on, through
+# lmclient (runaway watch on), lmclient with it off and the openai SDK, on the llama.cpp server of
+# `make demo` (benchmarks/runaway.py; up to an hour on 2 cores: the unwatched calls run to
+# max_tokens=2048), written into docs/performance.md, section "Runaways". RUNAWAY_ARGS adds
+# options, e.g. RUNAWAY_ARGS="--record /tmp/runaway.jsonl" or "--server vllm".
+bench-runaway:
+	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(BENCH_VENV)/bin/python -m pip install --quiet -e '.[bench]'
+	$(BENCH_VENV)/bin/python scripts/llamacpp.py install
+	$(BENCH_VENV)/bin/python benchmarks/runaway.py --docs docs/performance.md $(RUNAWAY_ARGS)
 
 clean:
 	rm -rf $(VENV) .venv-3.* $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache .coverage .coverage.*
