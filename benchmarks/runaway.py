@@ -63,6 +63,10 @@ PROMPTS = 4
 TEMPERATURES = (0.0, 0.7)
 SEED = 1  # prompt i of every type is sent with seed=SEED + i, by every client
 CLIENTS = ("lmclient", "lmclient-off", "openai")
+#: Not in the default run: the default client with one re-ask after a runaway, done here as a
+#: re-ask would be (the answer and a correction appended), to measure whether re-asking a
+#: runaway gives more valid values per token than not (issue 39, item 4).
+REASK = "lmclient-reask"
 #: The issue's targets: a call stopped as a runaway spent at most this many completion tokens ...
 STOPPED_TOKENS = 512
 #: ... and the slowest watched call takes at most this share of the slowest unwatched one.
@@ -87,6 +91,7 @@ class Outcome:
     finish: str | None = None
     tail: str = ""  # the answer's last characters: what a runaway looked like
     runaway: dict[str, Any] = field(default_factory=dict)  # RunawayError's path, kind, by, span
+    answer: str = field(default="", repr=False)  # a runaway's whole text, for a re-ask
 
     @property
     def valid(self) -> bool:
@@ -108,7 +113,11 @@ def text_outcome(text: str, finish: str | None, tokens: int | None) -> Outcome:
 
 
 def lmclient_runner(
-    url: str, runaway: str, max_tokens: int, tokenize: Callable[[str], int | None]
+    url: str,
+    runaway: str,
+    max_tokens: int,
+    tokenize: Callable[[str], int | None],
+    reasks: int = 0,
 ) -> Runner:
     """`client.create(messages, T)`: the `Response` has the usage and the finish reason; a
     `TruncatedError` (and its subclass `RunawayError`) has the usage too. `runaway` goes to the
@@ -117,6 +126,27 @@ def lmclient_runner(
     client = lmclient.Client(url, **settings)
 
     def run(task: Task, messages: Messages, temperature: float, seed: int) -> Outcome:
+        outcome = once(task, messages, temperature, seed)
+        spent = outcome.tokens or 0
+        for _ in range(reasks):
+            if not outcome.runaway or outcome.runaway.get("by") == "max_tokens":
+                break
+            said = outcome.runaway
+            correction = (
+                f"That answer is invalid: it repeated {said['span']!r} at {said['path']} "
+                "without end. Answer again with only a valid value."
+            )
+            messages = [
+                *messages,
+                {"role": "assistant", "content": outcome.answer},
+                {"role": "user", "content": correction},
+            ]
+            outcome = once(task, messages, temperature, seed)
+            spent += outcome.tokens or 0
+            outcome.tokens = spent
+        return outcome
+
+    def once(task: Task, messages: Messages, temperature: float, seed: int) -> Outcome:
         try:
             response = client.create(
                 messages, task.lm_type, max_tokens=max_tokens, temperature=temperature, seed=seed
@@ -133,7 +163,9 @@ def lmclient_runner(
             ended = type(exc).__name__
             if found.get("by") == "max_tokens":  # seen only at the cut: it ran to max_tokens
                 ended += " at max_tokens"
-            return Outcome(ended, tokens, tail=exc.text[-TAIL:], runaway=found)
+            outcome = Outcome(ended, tokens, tail=exc.text[-TAIL:], runaway=found)
+            outcome.answer = exc.text if found else ""
+            return outcome
         except errors.ValidationError as exc:
             return Outcome(type(exc).__name__, tokenize(exc.text), tail=exc.text[-TAIL:])
         except errors.LMClientError as exc:
@@ -201,6 +233,7 @@ def make_runners(
     factories: dict[str, Callable[[], Runner]] = {
         "lmclient": lambda: lmclient_runner(url, "on", max_tokens, tokenize),
         "lmclient-off": lambda: lmclient_runner(url, "off", max_tokens, tokenize),
+        REASK: lambda: lmclient_runner(url, "on", max_tokens, tokenize, reasks=1),
         "openai": lambda: openai_runner(url, model, max_tokens),
     }
     return {name: factories[name]() for name in names}
@@ -534,7 +567,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--prompts", type=int, default=PROMPTS, help=f"prompts per type (max {PROMPTS})"
     )
     parser.add_argument("--types", help="comma-separated: " + ",".join(keys))
-    parser.add_argument("--clients", help="comma-separated: " + ",".join(CLIENTS))
+    parser.add_argument("--clients", help="comma-separated: " + ",".join((*CLIENTS, REASK)))
     parser.add_argument(
         "--quick", action="store_true", help="smoke run: 2 types x 1 prompt, 256 tokens"
     )
@@ -552,7 +585,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     chosen = pick(args.types, keys, QUICK_TYPES if args.quick else keys)
     tasks = [t for t in TASKS if t.key in chosen]
-    clients = pick(args.clients, CLIENTS, CLIENTS)
+    clients = pick(args.clients, (*CLIENTS, REASK), CLIENTS)
     prompts = min(1 if args.quick else args.prompts, min(len(t.prompts) for t in tasks))
     server: Server = args.server
     max_tokens = args.max_tokens or (QUICK_TOKENS if args.quick else MAX_TOKENS)
