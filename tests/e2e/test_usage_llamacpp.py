@@ -14,7 +14,8 @@ SMALL: CallParams = {"temperature": 0.0, "seed": 1, "max_tokens": 8}
 
 def test_usage_metrics_and_raw(base_url: str) -> None:
     with lmclient.Client(base_url, dialect="llamacpp") as client:
-        response = client.create("Say hi.", **SMALL)
+        response = client.create("Say hi.", **SMALL)  # watched for runaways: read as a stream
+        whole = client.create("Say hi.", **SMALL, runaway="off")  # one JSON body
         with client.stream("Say hi.", **SMALL) as stream:
             stream.read()
     usage = response.usage
@@ -25,8 +26,10 @@ def test_usage_metrics_and_raw(base_url: str) -> None:
     assert response.metrics.predicted_n == usage.completion_tokens
     timings = response.metrics
     assert (timings.prompt_n or 0) + (timings.cache_n or 0) == usage.prompt_tokens
-    assert response.raw["timings"]["predicted_n"] == usage.completion_tokens
-    assert response.raw["system_fingerprint"].startswith("b")  # a field lmclient never reads
+    assert any("timings" in event for event in response.raw)  # its events, as a stream's
+    assert whole.usage is not None
+    assert whole.raw["timings"]["predicted_n"] == whole.usage.completion_tokens
+    assert whole.raw["system_fingerprint"].startswith("b")  # a field lmclient never reads
     assert stream.usage is not None and stream.usage.cached_tokens is not None
     assert isinstance(stream.metrics, lmclient.LlamaCppTimings)
     assert any("timings" in event for event in stream.raw)
