@@ -6,7 +6,7 @@ import asyncio
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import httpx
 
@@ -30,7 +30,7 @@ from ._params import NO_PROMPT, Prompt
 from ._proxies import environment_proxy
 from ._request import Timeouts
 from ._response import Response
-from ._runaway import Runaway
+from ._runaway import RunawaySetting
 from ._scoring_client_async import AsyncScoring
 from ._status import api_error
 from ._stream import AsyncOpened, AsyncStream
@@ -71,7 +71,7 @@ class AsyncClient(AsyncScoring):
         uds: str | os.PathLike[str] | None = None,
         defaults: Mapping[str, Any] | None = None,
         whitespace: Whitespace = "compact",
-        runaway: Literal["on", "off"] | Runaway = "on",
+        runaway: RunawaySetting = "on",
         hooks: Sequence[Hook] = (),
         hook_content: bool = False,
         tracing: bool | None = None,

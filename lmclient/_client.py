@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import httpx
 
@@ -32,7 +32,7 @@ from ._params import NO_PROMPT, Prompt
 from ._proxies import environment_proxy
 from ._request import Timeouts
 from ._response import Response
-from ._runaway import Runaway
+from ._runaway import RunawaySetting
 from ._scoring_client import Scoring
 from ._status import api_error
 from ._stream import Opened, Stream
@@ -73,7 +73,7 @@ class Client(Scoring):
         uds: str | os.PathLike[str] | None = None,
         defaults: Mapping[str, Any] | None = None,
         whitespace: Whitespace = "compact",
-        runaway: Literal["on", "off"] | Runaway = "on",
+        runaway: RunawaySetting = "on",
         hooks: Sequence[Hook] = (),
         hook_content: bool = False,
         tracing: bool | None = None,

@@ -49,7 +49,7 @@ from ._params import (
 from ._plans import Planned, Plans
 from ._reasoning import REASONING_PARAMS, reasoning_fields, reasoning_params, thinking_room
 from ._request import CallSettings, PreparedRequest, Timeouts
-from ._runaway import runaway_setting, server_fields
+from ._runaway import Runaway, RunawaySetting, runaway_setting, server_fields
 from ._serving import (
     HEADER_PARAMS,
     TABLED,
@@ -79,8 +79,8 @@ _QUICK = {"timeout": PROBE_TIMEOUT, "max_retries": 0}  # detection's requests
 # have their own checks and fields.
 Shape = Literal["given", "spelt", "special"]
 # How a call's answer is read: ``"call"``, whole, or as a stream where lmclient watches it for
-# runaways (`ClientCore._watched`); ``"stream"``, a user's stream; ``"file"``, a batch file's
-# request line, sent by no one here (never streamed).
+# runaways (`Call.guard`); ``"stream"``, a user's stream; ``"file"``, a batch file's request
+# line, sent by no one here (never streamed).
 Reading = Literal["call", "stream", "file"]
 
 
@@ -116,7 +116,7 @@ class ClientCore:
         max_reasks: int = 0,
         whitespace: Whitespace = "compact",
         uds: str | os.PathLike[str] | None = None,
-        runaway: Any = "on",
+        runaway: RunawaySetting = "on",
     ) -> None:
         base_url = (base_url or UDS_BASE_URL) if uds is not None else env_base_url(base_url)
         if not base_url:
@@ -136,6 +136,8 @@ class ClientCore:
         )
         self.defaults = dict(defaults or {})
         check_params("defaults", self.defaults, allow_n=False)
+        if "runaway" in self.defaults:
+            runaway_setting(self.defaults["runaway"], "defaults")
         if self.defaults.get("request_id") is not None:
             raise ValueError("defaults(): request_id names one request; give it per call")
         # Headers in defaults= are the client's: checked and encoded once, like headers=.
@@ -527,6 +529,7 @@ class ClientCore:
             planned=planned,
             shape=shape,
             stream=reading == "stream" or guard == "client",
+            runaway=runaway,
         )
         return Call.new(
             self.settings,
@@ -604,6 +607,7 @@ class ClientCore:
         planned: Planned,
         shape: Shape,
         stream: bool,
+        runaway: Runaway | None,
     ) -> dict[str, Any]:
         """The request body; ``messages`` are the prompt's when it was given as messages,
         ``shape`` how ``params`` go in it (`_checked` has told)."""
@@ -641,10 +645,9 @@ class ClientCore:
                 body["stream_options"] = {"include_usage": True}
         body.update(planned.fields)
         if shape == "special" and "runaway" in params and planned.guard == "server":
-            asked = runaway_setting(params["runaway"], "call")  # over the client's, in the plan's
-            body.pop("repetition_detection", None)
-            if asked is not None:
-                body.update(server_fields(asked))
+            body.pop("repetition_detection", None)  # the client's, in the plan's fields
+            if runaway is not None:  # the call's ``runaway`` thresholds
+                body.update(server_fields(runaway))
         extra = None if given else params.get("extra_body")
         if extra:
             merge_extra(body, extra, planned.plan.fields)

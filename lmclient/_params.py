@@ -20,7 +20,7 @@ import httpx
 
 from ._media import Media
 from ._request import Timeouts
-from ._runaway import Runaway
+from ._runaway import Runaway, RunawaySetting
 from ._serving import SERVING_PARAMS, serving_problem
 from ._tools import Tool
 
@@ -97,7 +97,7 @@ class _OneCallParams(TypedDict, total=False):
     tracestate: str
     # The watch over an answer that loops (`_runaway`): "on" (the client's default), "off", or
     # thresholds; not a batch file's, whose answers no one reads as they come.
-    runaway: Literal["on", "off"] | Runaway
+    runaway: RunawaySetting
 
 
 class CallParams(FileParams, _OneCallParams, total=False):

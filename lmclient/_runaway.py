@@ -29,6 +29,7 @@ __all__ = [
     "Guard",
     "Runaway",
     "RunawayKind",
+    "RunawaySetting",
     "Sentry",
     "find",
     "json_path",
@@ -65,6 +66,8 @@ class Runaway(msgspec.Struct, frozen=True, kw_only=True):
 
 
 DEFAULT = Runaway()
+# What ``runaway=`` takes (`runaway_setting`): the default thresholds, none, or others.
+RunawaySetting = Literal["on", "off"] | Runaway
 
 
 def runaway_setting(value: Any, where: str) -> Runaway | None:
