@@ -174,6 +174,7 @@ def _check(client: Client, dialect: str, endpoint: Endpoint, check: _Check, comp
             endpoint=endpoint,
             temperature=0.0,
             max_tokens=CHECK_MAX_TOKENS,
+            runaway="off",  # the constraint's fields alone, as a user's call sends them
         )
     except UnsupportedConstraintError as exc:
         return _Row(check.name, sent_as, "refused", str(exc))

@@ -392,13 +392,13 @@ def expected_watch(
 ) -> dict[str, Any]:
     """What a call without ``runaway=`` sends for `kind` so that a runaway is stopped (issue
     39): nothing for a bounded type (its ``max_tokens`` caps it); vLLM's own repetition check
-    (8 repeats of spans up to 128 characters, told in tokens: 16 of up to 32); else a stream,
+    (8 repeats of spans up to 128 characters, told in tokens: 32 of up to 16); else a stream,
     which lmclient watches as it comes (not TGI's, which would carry no usage)."""
     if expected_budget(kind, dialect, endpoint, compact=compact):
         return {}
     if dialect == "vllm":
         return {
-            "repetition_detection": {"max_pattern_size": 32, "min_pattern_size": 1, "min_count": 16}
+            "repetition_detection": {"max_pattern_size": 16, "min_pattern_size": 1, "min_count": 32}
         }
     if dialect == "tgi":  # its streams carry no usage: read whole, not watched
         return {}

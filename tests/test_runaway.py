@@ -18,7 +18,7 @@ from lmclient._runaway import DEFAULT, Runaway, Sentry, find, json_path
 from lmclient.testing import FakeLLM
 
 MODEL = "fake-model"
-VLLM_GUARD = {"max_pattern_size": 32, "min_pattern_size": 1, "min_count": 16}
+VLLM_GUARD = {"max_pattern_size": 16, "min_pattern_size": 1, "min_count": 32}
 WAIT = 10.0  # bound on a wait for the fake; never reached when things work
 
 
@@ -187,9 +187,9 @@ def test_runaway_off_and_thresholds_per_client_and_per_call() -> None:
             assert "repetition_detection" not in _body(fake)
             client.generate("Q", runaway=Runaway(repeats=4, max_span=64))
             assert _body(fake)["repetition_detection"] == {
-                "max_pattern_size": 16,
+                "max_pattern_size": 8,
                 "min_pattern_size": 1,
-                "min_count": 8,
+                "min_count": 16,
             }
         with lmclient.Client(url, model=MODEL, dialect="llamacpp") as client:
             client.generate("Q", runaway="off")

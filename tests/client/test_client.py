@@ -113,7 +113,7 @@ def test_parameters_defaults_and_extra_body_in_the_body(respx_mock: respx.MockRo
         "top_k": 20,
         "min_p": 0.1,
         # an unbounded answer (str), which vLLM stops where it loops (issue 39)
-        "repetition_detection": {"max_pattern_size": 32, "min_pattern_size": 1, "min_count": 16},
+        "repetition_detection": {"max_pattern_size": 16, "min_pattern_size": 1, "min_count": 32},
     }
 
 

@@ -123,7 +123,7 @@ BODIES = {
         b'{"model":"m","messages":[{"role":"user","content":"Name a pet."}],"structured'
         b'_outputs":{"json":{"title":"Pet","type":"object","properties":{"name":{"type"'
         b':"string"},"age":{"type":"integer"}},"required":["name","age"]}},"repetition_'
-        b'detection":{"max_pattern_size":32,"min_pattern_size":1,"min_count":16}}'
+        b'detection":{"max_pattern_size":16,"min_pattern_size":1,"min_count":32}}'
     ),
     "vllm-stream-params": (
         b'{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"use'
@@ -132,12 +132,12 @@ BODIES = {
         b'utputs":{"json":{"type":"array","items":{"$ref":"#/$defs/Pet"},"$defs":{"Pet"'
         b':{"title":"Pet","type":"object","properties":{"name":{"type":"string"},"age":'
         b'{"type":"integer"}},"required":["name","age"]}}}},"repetition_detection":{"ma'
-        b'x_pattern_size":32,"min_pattern_size":1,"min_count":16}}'
+        b'x_pattern_size":16,"min_pattern_size":1,"min_count":32}}'
     ),
     "vllm-completions-defaults-logprobs": (
         b'{"model":"m","prompt":"2 + 2 =","top_p":0.9,"max_tokens":5,"logprobs":3,"stru'
         b'ctured_outputs":{"regex":"-?(0|[1-9][0-9]{0,18})"},"repetition_detection":{"m'
-        b'ax_pattern_size":32,"min_pattern_size":1,"min_count":16}}'
+        b'ax_pattern_size":16,"min_pattern_size":1,"min_count":32}}'
     ),
     "openai-strict-logprobs": (
         b'{"model":"m","messages":[{"role":"user","content":"Name a pet."}],"logprobs":'
@@ -201,7 +201,7 @@ PET_FIELDS = {
 }
 # vLLM's own check of an unbounded type's answer, at the client's default thresholds
 REPETITION_DETECTION = {
-    "repetition_detection": {"max_pattern_size": 32, "min_pattern_size": 1, "min_count": 16}
+    "repetition_detection": {"max_pattern_size": 16, "min_pattern_size": 1, "min_count": 32}
 }
 PROMPTS = ["", "plain", 'a " and a \\', "line\nbreak\ttab", "\x00\x1f", "é ü 🐍", "\u2028</script>"]
 
