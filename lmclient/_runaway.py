@@ -180,20 +180,23 @@ COUNTING = 2048  # the characters a look for a counting loop reads: 32 spans of 
 
 
 def _counting(text: str, runaway: Runaway, offset: int) -> Found | None:
-    """A loop that counts (``{"text":"yoyo","minutes":33},{"text":"yoyo","minutes":34},...``,
-    ``".421",".422",...``, measured on Gemma 3 270M): the same span but for its numbers, found
-    with every number read as ``0`` in the last `COUNTING` characters, four times the repeats
-    over four times the characters of an exact loop, of a span of at most half ``max_span``,
-    one of whose numbers goes up (or down) by the same step from each span to the next. So a
-    list of points or of numbers, which differ at random, is never one; a list that numbers
-    its items (a schedule by day) is one only past 32 items alike but for their numbers."""
+    """A loop that counts, or whose numbers wander (``{"text":"yoyo","minutes":33},
+    {"text":"yoyo","minutes":34},...``, ``".421",".422",...``, measured on Gemma 3 270M): the
+    same span but for its numbers, found with every number read as ``0`` in the last
+    `COUNTING` characters, twice the repeats over four times the characters of an exact loop,
+    of a span of at most half ``max_span``; and a span that repeats a word outside its keys
+    (``yoyo``), or one of whose numbers steps alike from span to span over those repeats
+    (``421``, ``422``). A list of points or numbers, alike but for numbers that differ at
+    random, is never one; a list that repeats a word beside a number (a schedule: ``{"day": 3,
+    "task": "run"}``) is one past 16 items."""
     cut = max(0, len(text) - COUNTING)
     text = text[cut:]
     offset += cut
     if not _NUMBER.search(text):
         return None
     read = _NUMBER.sub("0", text)
-    found = _periodic(read, 4 * runaway.repeats, 4 * runaway.min_chars, runaway.max_span // 2)
+    spans = 2 * runaway.repeats
+    found = _periodic(read, spans, 4 * runaway.min_chars, runaway.max_span // 2)
     if found is None:
         return None
     start, period = found
@@ -203,19 +206,32 @@ def _counting(text: str, runaway: Runaway, offset: int) -> Found | None:
         if number.start() - removed >= start:
             break
         removed += number.end() - number.start() - 1
-    if not _counts(text[start + removed :], span.count("0")):
+    run = text[start + removed :]
+    if not (_worded(span) or _counts(run, span.count("0"), spans)):
         return None
     repeats = (len(read) - start) // period
-    what = f"{_shown(span)} repeated {repeats} times in a row, but for its numbers (counting)"
+    what = f"{_shown(span)} repeated {repeats} times in a row, but for its numbers"
     return Found(
         kind="repeat", span=span, repeats=repeats, start=offset + start + removed, what=what
     )
 
 
-def _counts(run: str, per_span: int) -> bool:
-    """Whether one of the ``per_span`` numbers of each span of ``run`` steps by one and the
-    same amount from span to span (the last number left out: it may be cut)."""
-    numbers = [int(n) for n in _NUMBER.findall(run)][:-1]
+_WORD = re.compile(r"[^\W\d_]{2,}")
+
+
+def _worded(span: str) -> bool:
+    """Whether a span (read around: it may start anywhere in its text) holds a word that is
+    not a JSON key (a key is followed by ``":``)."""
+    around = span + span
+    return any(not around.startswith('":', word.end()) for word in _WORD.finditer(around))
+
+
+def _counts(run: str, per_span: int, spans: int) -> bool:
+    """Whether one of the ``per_span`` numbers of each of the last ``spans`` spans of ``run``
+    steps by one and the same amount from span to span (the last number left out: it may be
+    cut; the spans before them may not count yet: measured, ``2700000000000000000``,
+    ``15000000000000000000``, ... then ``0``, ``1``, ``2``...)."""
+    numbers = [int(n) for n in _NUMBER.findall(run)][:-1][-per_span * spans :]
     for at in range(per_span):
         seen = numbers[at::per_span]
         step = seen[1] - seen[0] if len(seen) > 2 else 0

@@ -51,7 +51,7 @@ def test_a_span_repeated_over_the_thresholds_is_found_at_its_first_repeat() -> N
         "ha " * 8,  # 8 repeats, but 24 characters: a laugh, not a loop
         "[" + "0," * 31,  # 31 zeros: under 64 characters
         '{"age": 1' + "0" * 60,  # a long number, under the digits threshold
-        " ".join(f"part {i} of a long answer." for i in range(30)),  # counts: under 32 parts
+        " ".join(f"part {i} of a long answer." for i in range(15)),  # counts: under 16 parts
         "-" * 63,
     ],
 )
@@ -78,16 +78,25 @@ def test_the_thresholds_are_settable_and_checked() -> None:
             Runaway(repeats=bad)  # type: ignore[arg-type]
 
 
-def test_a_loop_that_counts_is_one_past_32_items_and_a_list_of_points_never() -> None:
-    counting = '{"steps":[' + "".join(f'{{"text":": ","minutes":{i}}},' for i in range(33, 66))
+def test_a_loop_alike_but_for_its_numbers_is_one_past_16_items_a_list_of_points_never() -> None:
+    counting = '{"steps":[' + "".join(f'{{"text":": ","minutes":{i}}},' for i in range(33, 50))
     found = find(counting, DEFAULT)
-    assert found is not None and "counting" in found.what
+    assert found is not None and "but for its numbers" in found.what
     assert json_path(counting, found.start) == "$.steps"
-    fewer = '{"steps":[' + "".join(f'{{"text":": ","minutes":{i}}},' for i in range(33, 60))
+    fewer = '{"steps":[' + "".join(f'{{"text":": ","minutes":{i}}},' for i in range(33, 47))
     assert find(fewer, DEFAULT) is None
+    # measured: huge numbers that wander, then a count; the same word in every item
+    wandering = '{"steps":[' + "".join(
+        f'{{"text":"yoyo","minutes":{n}}},' for n in (27 * 10**17, 15 * 10**18, 12 * 10**18)
+    )
+    wandering += "".join(f'{{"text":"yoyo","minutes":{n}}},' for n in range(14))
+    found = find(wandering, DEFAULT)
+    assert found is not None and json_path(wandering, found.start) == "$.steps"
     numbers = "[" + ", ".join(str(i * 37 % 1000) for i in range(500))
     assert find(numbers, DEFAULT) is None
-    points = "[" + ", ".join(f'{{"x": {i * 37 % 1000}, "y": {i * 91 % 997}}}' for i in range(99))
+    points = "[" + ", ".join(
+        f'{{"x": {i * i * 37 % 1000}, "y": {i * i * 91 % 997}}}' for i in range(99)
+    )
     assert find(points, DEFAULT) is None  # alike but for numbers that do not count
     pros = '{"pros":[' + "".join(f'".{i}",' for i in range(400, 470))  # measured: a review
     found = find(pros, DEFAULT)
