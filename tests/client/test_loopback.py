@@ -226,8 +226,9 @@ def test_early_close_without_done_is_a_protocol_error(fake: FakeLLM, url: str) -
 # -- resource safety: every way out of a stream releases its connection -----------------------
 
 EXITS = ["finish", "break", "exception", "early-exit"]
-# Many deltas, none repeating the one before (a span said 20 times over would be a runaway)
-LONG_ANSWER = " ".join(f"part {i} of a fairly long answer." for i in range(20))
+# Many deltas, no span repeating (said 20 times over, even counting, it would be a runaway)
+_WORDS = ["sea", "calm", "grey", "harbour", "dawn", "boat", "wind", "salt", "rope", "gull", "tide"]
+LONG_ANSWER = " ".join(f"{_WORDS[i * 7 % 11]} {_WORDS[i * i % 11]}." for i in range(60))
 
 
 def _stream_and_leave(client: lmclient.Client, how: str) -> None:
