@@ -12,6 +12,7 @@ from lmclient import CallParams
 
 GREEDY: CallParams = {"temperature": 0.0, "seed": 1, "max_tokens": 48}
 BUDGETED: CallParams = {**GREEDY, "max_reasks": 5, "token_budget": 1}
+UNWATCHED: CallParams = {**GREEDY, "runaway": "off"}
 PROMPT = (
     "Extract the order from this message.\n\nHi, this is Dana from the Harbour Street bakery. "
     "Could you send us 12 bags of rye flour before Friday?"
@@ -57,7 +58,7 @@ def test_the_last_answer_only_sends_smaller_prompts(base_url: str) -> None:
 def test_a_budget_stops_the_reasks_by_the_servers_count(base_url: str) -> None:
     with lmclient.Client(base_url, dialect="llamacpp") as client:
         # (this model loops on "Say hi.": its cut text is read as it is, the watch off)
-        first = client.create("Say hi.", **GREEDY, runaway="off")
+        first = client.create("Say hi.", **UNWATCHED)
         with pytest.raises(lmclient.TokenBudgetExceeded) as info:
             client.generate(PROMPT, Order, **BUDGETED)
     assert first.usage is not None and first.usage.prompt_tokens and first.usage.completion_tokens

@@ -10,12 +10,13 @@ from lmclient import CallParams
 from scripts import llamacpp
 
 SMALL: CallParams = {"temperature": 0.0, "seed": 1, "max_tokens": 8}
+WHOLE: CallParams = {**SMALL, "runaway": "off"}  # not watched for runaways: read whole
 
 
 def test_usage_metrics_and_raw(base_url: str) -> None:
     with lmclient.Client(base_url, dialect="llamacpp") as client:
         response = client.create("Say hi.", **SMALL)  # watched for runaways: read as a stream
-        whole = client.create("Say hi.", **SMALL, runaway="off")  # one JSON body
+        whole = client.create("Say hi.", **WHOLE)  # one JSON body
         with client.stream("Say hi.", **SMALL) as stream:
             stream.read()
     usage = response.usage
