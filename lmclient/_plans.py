@@ -50,7 +50,8 @@ class Planned:
         self.fields = {name: msgspec.Raw(_encode(value)) for name, value in plan.fields.items()}
         self._runaway = runaway  # the client's thresholds (``None``: runaway="off")
         # Who watches this plan's answers for runaways (`_runaway`), with the server known
-        # (`check_server`); ``None``: a bounded type, whose token budget caps its answer.
+        # (`check_server`); ``None``: a bounded type, whose token budget caps its answer, or a
+        # server whose streams carry no usage (TGI), whose answers are read whole.
         self.guard: Guard | None = None
         # the server info this plan passed `Dialect.check_server` for (a call checks it again
         # only when the probes have learnt another); a sentinel until the first check
