@@ -28,6 +28,7 @@ from .errors import (
     LMClientError,
     MediaError,
     NotFoundError,
+    NoValueError,
     PermissionDeniedError,
     ProtocolError,
     RateLimitError,
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
     from ._headers import Headers
     from ._media import Audio, Image, Media, Video
     from ._output.markers import Choice, Grammar, JsonSchema, Regex
-    from ._params import CallParams, CreateParams, FileParams
+    from ._params import CallParams, CreateParams, FileParams, ToolCallParams
     from ._progress import Progress
     from ._response import Response
     from ._runaway import Runaway
@@ -101,6 +102,7 @@ _LAZY = {
     "CallParams": "_params",
     "CreateParams": "_params",
     "FileParams": "_params",
+    "ToolCallParams": "_params",
     "AsyncStream": "_stream",
     "Stream": "_stream",
     "Progress": "_progress",
@@ -163,6 +165,7 @@ __all__ = [
     "LlamaCppTimings",
     "Media",
     "MediaError",
+    "NoValueError",
     "NotFoundError",
     "Partial",
     "PermissionDeniedError",
@@ -188,6 +191,7 @@ __all__ = [
     "TokenLogprob",
     "Tool",
     "ToolCall",
+    "ToolCallParams",
     "TopLogprob",
     "TruncatedError",
     "UnsupportedConstraintError",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -36,6 +37,7 @@ from ._status import api_error
 from ._stream import AsyncOpened, AsyncStream
 from ._stream_state import StreamState
 from ._transports.aio import AsyncTransport
+from ._turn import Loop
 from ._usage import Many, UsageTotal
 
 if TYPE_CHECKING:
@@ -162,6 +164,15 @@ class AsyncClient(AsyncScoring):
     async def create(
         self, prompt: Prompt, *, tools: Sequence[Tool[W]], **params: Unpack[ToolCreateParams]
     ) -> Response[str, W]: ...
+    @overload  # a typed turn: the tools' calls, or the answer (`lmclient._turn`)
+    async def create(
+        self,
+        prompt: Prompt,
+        output_type: TypeForm[T],
+        *,
+        tools: Sequence[Tool[W]],
+        **params: Unpack[ToolCreateParams],
+    ) -> Response[T, W]: ...
     @overload
     async def create(
         self, prompt: Prompt, *, endpoint: Endpoint = ..., **params: Unpack[CreateParams]
@@ -204,10 +215,46 @@ class AsyncClient(AsyncScoring):
         """The full `Response`: every choice's value and text, usage, finish reasons, raw body."""
         return await self._create("create", prompt, output_type, endpoint, params)
 
+    async def run(
+        self,
+        prompt: Prompt,
+        output_type: TypeForm[T],
+        *,
+        tools: Sequence[Tool[W]],
+        max_turns: int = 8,
+        **params: Unpack[ToolCallParams],
+    ) -> Response[T, W]:
+        """The agent loop in one call: a typed turn (`create` with ``output_type`` and
+        ``tools``) after another, each call the model makes run (`ToolCall.run`: the tools are
+        made by `Tool.from_function`) and its result sent back, until the model answers; the
+        answer's `Response` (the conversation is ``messages`` of its last request). At most
+        ``max_turns`` turns (`NoValueError` after), ``deadline`` and ``token_budget`` over them
+        all."""
+        loop = Loop("run", prompt, tools, max_turns, params)
+        while True:
+            given = loop.params(tools, params)
+            response = await self._create("run", loop.messages, output_type, "chat", given)
+            if loop.answered(response):
+                return response
+            for call in response.tool_calls:
+                result = call.run()
+                if inspect.isawaitable(result):  # an async tool function
+                    result = await result
+                loop.result(call, result)
+
     @overload  # tools need the chat endpoint: no endpoint=
     def stream(
         self, prompt: Prompt, *, tools: Sequence[Tool[W]], **params: Unpack[ToolCallParams]
     ) -> AsyncStream[str, W]: ...
+    @overload
+    def stream(
+        self,
+        prompt: Prompt,
+        output_type: TypeForm[T],
+        *,
+        tools: Sequence[Tool[W]],
+        **params: Unpack[ToolCallParams],
+    ) -> AsyncStream[T, W]: ...
     @overload
     def stream(
         self,

@@ -26,13 +26,15 @@ from ._confidence import Reading, continuation, read, split
 from ._dialects import DIALECTS, Endpoint, Plan
 from ._log import log
 from ._output.depth import body_decoder
+from ._output.turn import OPEN
 from ._output.types import OutputSpec
 from ._request import CallSettings, PreparedRequest, Timeouts
 from ._response import Response
 from ._runaway import Found, Guard, Runaway, find, json_path, padded, whitespace
 from ._secrets import scrub, scrub_text, secrets_of
 from ._status import api_error
-from ._tools import Tool, ToolCall, check_choice, decode_calls, tool_table
+from ._tools import Tool, ToolCall, calls_in_text, check_choice, decode_calls, tool_table
+from ._turn import Turn
 from ._unapplied import unapplied
 from ._usage import Many, check_budget, counted
 from ._wire.protocol import (
@@ -226,6 +228,8 @@ class Call(Attempts, kw_only=True):
     # no one (a bounded type, an answer read whole).
     runaway: Runaway | None = None
     guard: Guard | None = None
+    # Tools beside the output type (`lmclient._turn`): the answer is the calls or the value.
+    turn: Turn | None = None
 
     @classmethod
     def new(
@@ -241,6 +245,7 @@ class Call(Attempts, kw_only=True):
         many: Many | None = None,
         runaway: Runaway | None = None,
         guard: Guard | None = None,
+        turn: Turn | None = None,
     ) -> Call:
         """The call of ``request``, with its parameters' settings over the client's; an item
         of ``many``, a batch whose budgets its re-asks keep too; its answer watched for
@@ -266,6 +271,7 @@ class Call(Attempts, kw_only=True):
             probabilities=probabilities,
             runaway=runaway,
             guard=guard,
+            turn=turn,
         )
 
     def finish(
@@ -710,6 +716,12 @@ class Call(Attempts, kw_only=True):
                 raise errors.ServerError("the server aborted the generation", status_code=200)
             if reason == "repetition":  # vLLM's repetition_detection stopped a loop
                 raise self.stopped_loop(text, usage)
+            if self.turn is not None and (tool_calls or text.startswith(OPEN)):
+                if reason == "length":  # a call cut: its arguments did not fit in max_tokens
+                    raise self.explained(
+                        errors.TruncatedError(text=text, output_type=None, usage=usage)
+                    )
+                break  # the calls' branch: no value
             if reason == "length":
                 if constrained and (ignored := self.unapplied(text)) is not None:
                     raise self.explained(ignored)
@@ -746,7 +758,10 @@ class Call(Attempts, kw_only=True):
         if self.tools:
             cut = reasons[0] == "length"
             try:
-                calls = tuple(decode_calls(self.tools, tool_calls)) if tool_calls else ()
+                if tool_calls:
+                    calls = tuple(decode_calls(self.tools, tool_calls))
+                elif self.turn is not None:  # the calls as the turn's grammar writes them
+                    calls = tuple(calls_in_text(self.tools, texts[0]) or ())
                 check_choice(self.tool_choice, calls, texts[0])
             except errors.ValidationError as exc:
                 if not cut:

@@ -38,6 +38,7 @@ from ._status import api_error
 from ._stream import Opened, Stream
 from ._stream_state import StreamState
 from ._transports.sync import SyncTransport
+from ._turn import Loop
 from ._usage import Many, UsageTotal
 
 if TYPE_CHECKING:
@@ -160,6 +161,15 @@ class Client(Scoring):
     def create(
         self, prompt: Prompt, *, tools: Sequence[Tool[W]], **params: Unpack[ToolCreateParams]
     ) -> Response[str, W]: ...
+    @overload  # a typed turn: the tools' calls, or the answer (`lmclient._turn`)
+    def create(
+        self,
+        prompt: Prompt,
+        output_type: TypeForm[T],
+        *,
+        tools: Sequence[Tool[W]],
+        **params: Unpack[ToolCreateParams],
+    ) -> Response[T, W]: ...
     @overload
     def create(
         self, prompt: Prompt, *, endpoint: Endpoint = ..., **params: Unpack[CreateParams]
@@ -202,10 +212,43 @@ class Client(Scoring):
         """The full `Response`: every choice's value and text, usage, finish reasons, raw body."""
         return self._create("create", prompt, output_type, endpoint, params)
 
+    def run(
+        self,
+        prompt: Prompt,
+        output_type: TypeForm[T],
+        *,
+        tools: Sequence[Tool[W]],
+        max_turns: int = 8,
+        **params: Unpack[ToolCallParams],
+    ) -> Response[T, W]:
+        """The agent loop in one call: a typed turn (`create` with ``output_type`` and
+        ``tools``) after another, each call the model makes run (`ToolCall.run`: the tools are
+        made by `Tool.from_function`) and its result sent back, until the model answers; the
+        answer's `Response` (the conversation is ``messages`` of its last request). At most
+        ``max_turns`` turns (`NoValueError` after), ``deadline`` and ``token_budget`` over them
+        all."""
+        loop = Loop("run", prompt, tools, max_turns, params)
+        while True:
+            given = loop.params(tools, params)
+            response = self._create("run", loop.messages, output_type, "chat", given)
+            if loop.answered(response):
+                return response
+            for call in response.tool_calls:
+                loop.result(call, call.run())
+
     @overload  # tools need the chat endpoint: no endpoint=
     def stream(
         self, prompt: Prompt, *, tools: Sequence[Tool[W]], **params: Unpack[ToolCallParams]
     ) -> Stream[str, W]: ...
+    @overload
+    def stream(
+        self,
+        prompt: Prompt,
+        output_type: TypeForm[T],
+        *,
+        tools: Sequence[Tool[W]],
+        **params: Unpack[ToolCallParams],
+    ) -> Stream[T, W]: ...
     @overload
     def stream(
         self,

@@ -59,6 +59,7 @@ from ._serving import (
     trace_headers,
 )
 from ._tools import check_tools, tool_fields
+from ._turn import Turn
 from ._usage import Many
 from ._wire.protocol import ModelList
 from .errors import ConfigurationError, UnsupportedConstraintError
@@ -95,6 +96,7 @@ class Checked(msgspec.Struct, frozen=True, kw_only=True):
     messages: list[Any] | None
     parts: bool
     shape: Shape
+    turn: Turn | None = None  # tools beside an output type (`lmclient._turn`)
 
 
 class ClientCore:
@@ -427,6 +429,7 @@ class ClientCore:
             assert messages is not None
             self._check_media(where, dialect, messages)
         controls = None  # the reasoning controls, refused now where the server has no field
+        turn = None
         if special:
             if not (REASONING_PARAMS.isdisjoint(params) and REASONING_PARAMS.isdisjoint(defaults)):
                 controls = reasoning_params(params, defaults)
@@ -434,7 +437,10 @@ class ClientCore:
                     reasoning_fields(dialect.name, endpoint, controls, where)
             if not (_TOOL_PARAMS.isdisjoint(params) and _TOOL_PARAMS.isdisjoint(defaults)):
                 able = None if self.server_info is None else self.server_info.tools
-                check_tools(where, dialect.name, endpoint, spec, params, defaults, able)
+                check_tools(where, dialect.name, endpoint, params, defaults, able)
+                tools = params.get("tools") or defaults.get("tools")
+                if tools and spec.kind != "text":
+                    turn = self._turn(where, planned, tools, {**defaults, **params})
             if not (_TABLED.isdisjoint(params) and _TABLED.isdisjoint(defaults)):
                 self._serving(dialect, {**defaults, **params}, where)  # its refusals, now
             model = params.get("model") or defaults.get("model")
@@ -449,7 +455,7 @@ class ClientCore:
                 dialect.check_extra(extra, endpoint)
                 merge_extra({}, extra, planned.plan.fields)  # its refusals, before any request
         budget = planned.plan.budget
-        if budget is not None:
+        if budget is not None and turn is None:  # (a turn's calls are not the type's budget)
             max_tokens = params.get("max_tokens") or defaults.get("max_tokens")
             thinking = (thinking_room(controls) or 0) if controls else 0
             if max_tokens is not None and max_tokens < budget.fewest + thinking:
@@ -458,7 +464,19 @@ class ClientCore:
                     f"{where}(): max_tokens={max_tokens} cannot hold any {spec.name} value: "
                     f"its shortest encoding needs at least {budget.fewest} tokens{after}"
                 )
-        return Checked(spec=spec, planned=planned, messages=messages, parts=parts, shape=shape)
+        return Checked(
+            spec=spec, planned=planned, messages=messages, parts=parts, shape=shape, turn=turn
+        )
+
+    @staticmethod
+    def _turn(where: str, planned: Planned, tools: Any, merged: Mapping[str, Any]) -> Turn:
+        """The typed turn of a call with tools and an output type (`lmclient._turn`)."""
+        if merged.get("n", 1) != 1 or merged.get("probabilities"):
+            raise UnsupportedConstraintError(
+                f"{where}(): a turn with tools and an output type has one answer: no n= or "
+                "probabilities="
+            )
+        return planned.turn(where, tools, merged.get("tool_choice"))
 
     def batch(
         self,
@@ -530,6 +548,7 @@ class ClientCore:
             shape=shape,
             stream=reading == "stream" or guard == "client",
             runaway=runaway,
+            turn=checked.turn,
         )
         return Call.new(
             self.settings,
@@ -542,6 +561,7 @@ class ClientCore:
             many=many,
             runaway=runaway,
             guard=guard,
+            turn=checked.turn,
         )
 
     def names_model(self, params: Mapping[str, Any]) -> bool:
@@ -608,9 +628,11 @@ class ClientCore:
         shape: Shape,
         stream: bool,
         runaway: Runaway | None,
+        turn: Turn | None = None,
     ) -> dict[str, Any]:
         """The request body; ``messages`` are the prompt's when it was given as messages,
-        ``shape`` how ``params`` go in it (`_checked` has told)."""
+        ``shape`` how ``params`` go in it (`_checked` has told); a typed ``turn``'s grammar and
+        tools in place of the plan's constraint."""
         given = shape == "given"  # (then they hold no model nor extra_body: neither looked up)
         body: dict[str, Any] = {"model": self.model if given else params.get("model") or self.model}
         if endpoint == "completions":
@@ -628,14 +650,14 @@ class ClientCore:
                 controls = reasoning_params(params, {})
                 body.update(reasoning_fields(planned.dialect.name, endpoint, controls))
                 thinking = thinking_room(controls)
-            if params.get("tools"):
+            if params.get("tools") and turn is None:
                 body.update(tool_fields(planned.dialect.name, params))
             if not _TABLED.isdisjoint(params):
                 body.update(self._serving(planned.dialect, params, "call")[0])
             if params.get("probabilities"):
                 top = params.get("top_logprobs")
                 body.update(_confidence.fields(endpoint, top, planned.dialect))
-        budget = planned.plan.budget
+        budget = planned.plan.budget if turn is None else None
         if budget is not None and params.get("max_tokens") is None and thinking is not None:
             # a bounded answer can then neither run on nor be cut, after its thinking budget
             body["max_tokens"] = budget.most + thinking
@@ -644,6 +666,10 @@ class ClientCore:
             if planned.dialect.stream_usage:
                 body["stream_options"] = {"include_usage": True}
         body.update(planned.fields)
+        if turn is not None:
+            for name in planned.plan.fields:
+                del body[name]
+            body.update(turn.fields)
         if shape == "special" and "runaway" in params and planned.guard == "server":
             body.pop("repetition_detection", None)  # the client's, in the plan's fields
             if runaway is not None:  # the call's ``runaway`` thresholds

@@ -12,6 +12,7 @@ another order do).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import GenericAlias
 from typing import Any
 
@@ -21,6 +22,8 @@ from ._dialects import Dialect, Endpoint, ServerInfo
 from ._output.types import OutputSpec, compile_output
 from ._runaway import Guard, Runaway, server_fields
 from ._servers import release
+from ._tools import Tool
+from ._turn import Turn, turn_key
 
 __all__ = ["Planned", "Plans"]
 
@@ -32,7 +35,17 @@ _BOUND = 256  # plans kept: output types made anew on every call must not grow t
 class Planned:
     """A dialect's plan for one output type and endpoint, with its fields encoded once."""
 
-    __slots__ = ("_runaway", "checked", "dialect", "endpoint", "fields", "guard", "plan", "spec")
+    __slots__ = (
+        "_runaway",
+        "_turns",
+        "checked",
+        "dialect",
+        "endpoint",
+        "fields",
+        "guard",
+        "plan",
+        "spec",
+    )
 
     def __init__(
         self,
@@ -56,6 +69,20 @@ class Planned:
         # the server info this plan passed `Dialect.check_server` for (a call checks it again
         # only when the probes have learnt another); a sentinel until the first check
         self.checked: object = _UNCHECKED
+        self._turns: dict[tuple[Any, ...], Turn] = {}  # by `turn_key`
+
+    def turn(self, where: str, tools: Sequence[Tool[Any]], choice: Any) -> Turn:
+        """This plan's output type as the answer of a typed turn with ``tools``
+        (`lmclient._turn`), made once per tools and ``tool_choice``; raises what the dialect
+        cannot hold."""
+        key = turn_key(tools, choice)
+        found = self._turns.get(key)
+        if found is None:
+            found = Turn(where, self.spec, self.dialect, tools, choice)
+            if len(self._turns) >= _BOUND:
+                self._turns.clear()
+            self._turns[key] = found
+        return found
 
     def check_server(self, info: ServerInfo | None) -> None:
         """`Dialect.check_server` for this plan, and the server info it passed for (`Plans.get`

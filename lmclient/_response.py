@@ -10,7 +10,7 @@ import msgspec
 from ._headers import Headers
 from ._tools import Args, ToolCall, one_or_two
 from ._wire.protocol import LlamaCppTimings, Measured, TokenLogprob, Usage, VllmMetrics
-from .errors import ConfidenceError, ProtocolError
+from .errors import ConfidenceError, NoValueError, ProtocolError
 
 __all__ = ["Response"]
 
@@ -75,7 +75,16 @@ class Response(msgspec.Struct, Generic[T, Args], frozen=True):
 
     @property
     def value(self) -> T:
-        return self.values[0]
+        """The first choice's value; a `NoValueError` where the answer is tool calls instead (a
+        typed turn: ``create(prompt, Answer, tools=[...])``)."""
+        try:
+            return self.values[0]
+        except IndexError:
+            raise NoValueError(
+                f"the answer calls tools ({', '.join(c.name for c in self.tool_calls)}), so it "
+                "has no value: run them and send their results (r.message, then each "
+                "call.result(...)) for the next turn, or let client.run() loop"
+            ) from None
 
     @property
     def probabilities(self) -> dict[T, float]:

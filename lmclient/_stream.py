@@ -264,7 +264,7 @@ class Stream(_StreamBase[T, Args]):
         for delta in deltas:
             for text in splitter.feed(delta):
                 yield decode(text)
-        self.read()
+        self._rest()
 
     def partials(self) -> Iterator[Partial[T]]:
         """A snapshot of a JSON-object output each time what it shows changes: strings as they
@@ -302,7 +302,7 @@ class Stream(_StreamBase[T, Args]):
         yield from reader.update(state.parts)  # deltas read before, if any
         for _ in deltas:
             yield from reader.update(state.parts)
-        self.read()
+        self._rest()
 
     def deltas(self) -> Iterator[Delta]:
         """Every delta as it arrives, reasoning and content apart: ``("reasoning", text)`` or
@@ -321,7 +321,7 @@ class Stream(_StreamBase[T, Args]):
             raise
         finally:
             self.close()
-        self.read()
+        self._rest()
 
     def calls(self) -> Iterator[ToolCall[Args]]:
         """Each tool call of a call with ``tools=``, validated, as soon as its arguments close
@@ -332,21 +332,31 @@ class Stream(_StreamBase[T, Args]):
         state = self._open()
         decode = _calls_decoder(state)
         self._deltas = iter(())  # read here: iterating the stream afterwards yields nothing
+        given = 0
         try:
             for chunk in self._chunks:
                 state.feed(chunk)
-                yield from decode(state.closed_calls())
+                for call in decode(state.closed_calls()):
+                    given += 1
+                    yield call
             state.end()
-            yield from decode(state.closed_calls())
+            for call in decode(state.closed_calls()):
+                given += 1
+                yield call
         except Exception as exc:
             self._failed(exc)
             raise
         finally:
             self.close()
-        self.read()
+        yield from self._rest().tool_calls[given:]  # a typed turn's: its text, read whole
 
     def read(self) -> T:
         """Read the rest of the stream and return the validated value."""
+        return self._rest().value
+
+    def _rest(self) -> Response[T, Args]:
+        """Read the rest of the stream; its answer validated (a typed turn's calls, or the
+        value, which the readers that end with it do not ask for)."""
         if not self._done:
             if self._deltas is None:  # nothing iterated yet: no delta needs to be handed out
                 state = self._open()
@@ -365,7 +375,7 @@ class Stream(_StreamBase[T, Args]):
                     pass
             if not self._done:
                 raise errors.LMClientError("the stream was closed before it ended")
-        return self._finished().value
+        return self._finished()
 
     @property
     def value(self) -> T:
@@ -451,7 +461,7 @@ class AsyncStream(_StreamBase[T, Args]):
         async for delta in deltas:
             for text in splitter.feed(delta):
                 yield decode(text)
-        await self.aread()
+        await self._arest()
 
     def partials(self) -> AsyncIterator[Partial[T]]:
         """A snapshot of a JSON-object output each time what it shows changes (as
@@ -485,7 +495,7 @@ class AsyncStream(_StreamBase[T, Args]):
         async for _ in deltas:
             for snapshot in reader.update(state.parts):
                 yield snapshot
-        await self.aread()
+        await self._arest()
 
     async def deltas(self) -> AsyncIterator[Delta]:
         """Every delta as it arrives, reasoning and content apart (as `Stream.deltas`)."""
@@ -504,7 +514,7 @@ class AsyncStream(_StreamBase[T, Args]):
             raise
         finally:
             await self.aclose()
-        await self.aread()
+        await self._arest()
 
     async def calls(self) -> AsyncIterator[ToolCall[Args]]:
         """Each tool call, validated, as soon as its arguments close (as `Stream.calls`)."""
@@ -513,23 +523,31 @@ class AsyncStream(_StreamBase[T, Args]):
         state, chunks = await self._open()
         decode = _calls_decoder(state)
         self._deltas = _no_deltas()
+        given = 0
         try:
             async for chunk in chunks:
                 state.feed(chunk)
                 for call in decode(state.closed_calls()):
+                    given += 1
                     yield call
             state.end()
             for call in decode(state.closed_calls()):
+                given += 1
                 yield call
         except Exception as exc:
             self._failed(exc)
             raise
         finally:
             await self.aclose()
-        await self.aread()
+        for call in (await self._arest()).tool_calls[given:]:  # a typed turn's (`Stream.calls`)
+            yield call
 
     async def aread(self) -> T:
         """Read the rest of the stream and return the validated value."""
+        return (await self._arest()).value
+
+    async def _arest(self) -> Response[T, Args]:
+        """Read the rest of the stream; its answer validated (as `Stream._rest`)."""
         if not self._done:
             if self._deltas is None:  # nothing iterated yet: no delta needs to be handed out
                 state, chunks = await self._open()
@@ -548,7 +566,7 @@ class AsyncStream(_StreamBase[T, Args]):
                     pass
             if not self._done:
                 raise errors.LMClientError("the stream was closed before it ended")
-        return self._finished().value
+        return self._finished()
 
     @property
     def value(self) -> T:

@@ -12,24 +12,29 @@ the server would accept and ignore is refused before sending, never sent.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import re
+import secrets
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast
 
 import msgspec
 
+from ._output.turn import CLOSE, OPEN
 from ._output.types import OutputSpec, compile_output
 from .errors import UnsupportedConstraintError, ValidationError
 
 __all__ = [
     "CHOICES",
     "ENFORCEMENT",
+    "STRICT_TOOLS",
     "Args",
     "Tool",
     "ToolCall",
     "ToolChoice",
+    "calls_in_text",
     "check_choice",
     "check_tools",
     "decode_calls",
@@ -196,9 +201,27 @@ def _encode(value: Any) -> str:
 
 
 def _doc(obj: Any) -> str | None:
-    """The first paragraph of a docstring: what a model needs, without the details."""
-    doc = inspect.getdoc(obj)
+    """The first paragraph of ``obj``'s own docstring: what a model needs, without the details.
+    A class's own only: not one it inherits (``msgspec.Struct``'s would describe every tool as
+    "A base class for defining efficient serializable objects."), nor the signature a
+    dataclass is given in place of one."""
+    if isinstance(obj, type):
+        own = obj.__dict__.get("__doc__")
+        if dataclasses.is_dataclass(obj) and own == _dataclass_doc(obj):
+            own = None
+        doc = inspect.cleandoc(own) if isinstance(own, str) else None
+    else:
+        doc = inspect.getdoc(obj)
     return doc.split("\n\n", 1)[0].replace("\n", " ") if doc else None
+
+
+def _dataclass_doc(cls: type) -> str:
+    """The docstring `dataclasses` gives a dataclass written without one."""
+    try:
+        signature = str(inspect.signature(cls)).replace(" -> None", "")
+    except (TypeError, ValueError):
+        return ""
+    return cls.__name__ + signature
 
 
 # -- per server ------------------------------------------------------------------------------
@@ -276,16 +299,15 @@ def check_tools(
     where: str,
     dialect: str,
     endpoint: str,
-    spec: OutputSpec[Any],
     params: Mapping[str, Any],
     defaults: Mapping[str, Any],
     server_tools: bool | None = None,
 ) -> None:
-    """Refuse, before sending, tools a call cannot use: on the completions endpoint, beside an
-    output type (an answer is then either a call or a value; which servers constrain both
-    together differs, so lmclient fails closed), a tool_choice the server would ignore, or any
-    tools where the probed server said it cannot use them (``server_tools`` False: llama.cpp
-    with a chat template that renders no tools, which then ignores them without a word)."""
+    """Refuse, before sending, tools a call cannot use: on the completions endpoint, a
+    tool_choice the server would ignore, or any tools where the probed server said it cannot
+    use them (``server_tools`` False: llama.cpp with a chat template that renders no tools,
+    which then ignores them without a word). Beside an output type, `lmclient._turn.Turn`
+    refuses what the server cannot hold of the turn."""
     tools = _given(params, defaults, "tools")
     choice = _given(params, defaults, "tool_choice")
     if not tools:
@@ -294,14 +316,6 @@ def check_tools(
         return
     if endpoint != "chat":
         raise UnsupportedConstraintError(f"{where}(): tools need the chat endpoint")
-    if spec.kind != "text":
-        raise UnsupportedConstraintError(
-            f"{where}(): tools with an output type ({spec.name}) are refused: servers differ "
-            "in what they constrain when both are given (vLLM refuses a named tool_choice with "
-            "structured outputs, SGLang drops the tool-call constraint with a log line, "
-            "llama.cpp refuses a grammar with tools); call without an output type, then ask "
-            "for the typed value in the next call"
-        )
     if server_tools is False:
         raise UnsupportedConstraintError(
             f"{where}(): the server's chat template cannot render tools nor parse calls "
@@ -398,3 +412,53 @@ def decode_calls(tools: Mapping[str, Tool[Any]], calls: Sequence[Any]) -> list[T
             )
         out.append(ToolCall(call.id, name, tool.decode(raw), raw, tool))
     return out
+
+
+class _TextCall(msgspec.Struct):
+    """One call as a typed turn's grammar writes it: ``{"name": ..., "arguments": {...}}``."""
+
+    name: str
+    arguments: msgspec.Raw
+
+
+_TEXT_CALL = msgspec.json.Decoder(_TextCall)
+
+
+def calls_in_text(tools: Mapping[str, Tool[Any]], text: str) -> list[ToolCall[Any]] | None:
+    """The calls of a typed turn's answer written as text (`lmclient._output.turn`), each
+    validated into its tool's type, with an id of lmclient's (the server gave none, and the
+    results refer to it); ``None`` when the text is not calls (the answer's branch)."""
+    if not text.startswith(OPEN):
+        return None
+    calls: list[ToolCall[Any]] = []
+    rest = text
+    while rest:
+        end = rest.find(CLOSE)
+        if not rest.startswith(OPEN) or end < 0:
+            raise ValidationError(
+                f"the answer's tool call {len(calls) + 1} is not {OPEN!r}, a JSON object and "
+                f"{CLOSE!r}: the server did not hold the turn's grammar",
+                text=text,
+                output_type=None,
+            )
+        try:
+            call = _TEXT_CALL.decode(rest[len(OPEN) : end])
+        except msgspec.DecodeError as exc:
+            raise ValidationError(
+                f"the answer's tool call {len(calls) + 1} is not a name and arguments ({exc})",
+                text=text,
+                output_type=None,
+            ) from None
+        raw = bytes(call.arguments).decode()
+        tool = tools.get(call.name)
+        if tool is None:
+            raise ValidationError(
+                f"the model called an unknown tool {call.name!r}; tools: {', '.join(tools)}",
+                text=raw,
+                output_type=None,
+            )
+        calls.append(
+            ToolCall(f"call_{secrets.token_hex(12)}", call.name, tool.decode(raw), raw, tool)
+        )
+        rest = rest[end + len(CLOSE) :].lstrip()
+    return calls

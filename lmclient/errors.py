@@ -24,6 +24,7 @@ The exception hierarchy. Every failure a caller can see is one of these:
   x MediaError                   an image, audio or video that cannot be sent (before sending)
   x ConfigurationError           the client cannot be made as asked: URL, header, API key, limit
   x ConfidenceError              probabilities=True where the server gives no usable logprobs
+  x NoValueError                 Response.value of a typed turn whose answer is tool calls
   x ClientClosedError            a call on a closed client (also a RuntimeError, as httpx's)
 
 The API part is the openai SDK's tree (`APIError` at the root of every failure of the API, a
@@ -57,6 +58,7 @@ __all__ = [
     "ContextLengthError",
     "LMClientError",
     "MediaError",
+    "NoValueError",
     "NotFoundError",
     "PermissionDeniedError",
     "ProtocolError",
@@ -359,6 +361,11 @@ class TokenBudgetExceeded(LMClientError):
         """The tokens spent past the budget (0 when they only reached it); ``None`` when an
         answer reported no usage."""
         return None if self.spent is None else max(0, self.spent - self.budget)
+
+
+class NoValueError(LMClientError, LookupError):
+    """`Response.value` of an answer that is tool calls: a typed turn whose model called tools
+    rather than answer (``r.tool_calls`` holds them)."""
 
 
 class UnsupportedConstraintError(LMClientError, ValueError):

@@ -194,7 +194,11 @@ def test_tools_without_a_choice_send_no_choice() -> None:
 @pytest.mark.parametrize(
     ("params", "error", "match"),
     [
-        ({"tools": [WEATHER], "output_type": int}, lmclient.UnsupportedConstraintError, "output"),
+        (
+            {"tools": [WEATHER], "output_type": lmclient.Regex("a+")},
+            lmclient.UnsupportedConstraintError,
+            "cannot be the answer of a turn",
+        ),
         (
             {"tools": [WEATHER], "endpoint": "completions"},
             lmclient.UnsupportedConstraintError,
@@ -632,8 +636,9 @@ def test_tools_in_defaults() -> None:
     assert msgspec.json.decode(call.request.body)["tools"] == [strict(WEATHER_PARAM)]
     response = answered(call, json.dumps(ONE_CALL).encode())
     assert [c.arguments for c in response.tool_calls] == [Weather("Oslo")]
-    with pytest.raises(lmclient.UnsupportedConstraintError, match="output type"):
-        core.validate("generate", "Q", int, "chat", {})
+    core.validate("generate", "Q", int, "chat", {})  # a typed turn (tests/test_turn.py)
+    with pytest.raises(lmclient.UnsupportedConstraintError, match="answer of a turn"):
+        core.validate("generate", "Q", lmclient.Regex("a+"), "chat", {})
 
 
 @pytest.mark.parametrize(

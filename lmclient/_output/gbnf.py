@@ -130,7 +130,7 @@ from .gbnf_json import (
 )
 from .gbnf_regex import regex_grammar
 
-__all__ = ["CompactGrammar", "compact_grammar"]
+__all__ = ["CompactGrammar", "compact_grammar", "compact_rules", "finished"]
 
 
 class CompactGrammar(NamedTuple):
@@ -144,13 +144,27 @@ class CompactGrammar(NamedTuple):
 def compact_grammar(schema: Mapping[str, Any]) -> CompactGrammar | None:
     """The compact grammar of ``schema``, or ``None`` for a schema it does not cover (then the
     caller sends the JSON schema itself)."""
+    rules = compact_rules(schema)
+    return None if rules is None else finished(rules)
+
+
+def compact_rules(schema: Mapping[str, Any]) -> dict[str, Node] | None:
+    """The rules of ``schema``'s compact grammar (its value is rule ``root``), unfinished: what a
+    grammar of several values (`lmclient._output.turn`) is built from; ``None`` where the
+    compiler does not cover the schema."""
     try:
         compiler = _Compiler(schema)
         compiler.rules["root"] = compiler.node(schema)
     except Fallback as exc:
         _log.debug("compact grammar: falls back to json_schema: %s", exc)
         return None
-    rules = dedupe(hoist(reachable(compiler.rules)))
+    return reachable(compiler.rules)
+
+
+def finished(rules: dict[str, Node]) -> CompactGrammar | None:
+    """``rules`` as the text a server is sent, with its sentences' byte lengths; ``None`` where a
+    repeat count is more than llama.cpp takes."""
+    rules = dedupe(hoist(rules))
     if too_many(rules):
         _log.debug("compact grammar: falls back to json_schema: a repeat count over %d", MAX_REPEAT)
         return None

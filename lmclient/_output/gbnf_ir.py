@@ -34,6 +34,7 @@ __all__ = [
     "intersect",
     "longest_bytes",
     "opt",
+    "prefixed",
     "reachable",
     "render",
     "rep",
@@ -246,6 +247,13 @@ def _substitute(node: Node, names: Mapping[str, str]) -> Node:
     if isinstance(node, Rep):
         return Rep(_substitute(node.item, names), node.min, node.max)
     return node
+
+
+def prefixed(rules: Mapping[str, Node], prefix: str) -> dict[str, Node]:
+    """``rules`` renamed apart, to sit beside another grammar's: ``root`` becomes ``prefix``,
+    every other rule ``prefix-name``."""
+    names = {name: prefix if name == "root" else f"{prefix}-{name}" for name in rules}
+    return {names[name]: _substitute(body, names) for name, body in rules.items()}
 
 
 def dedupe(rules: dict[str, Node]) -> dict[str, Node]:

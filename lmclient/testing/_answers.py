@@ -52,7 +52,10 @@ def answer_for(
     """One choice: the scripted reply or generated text, with thinking as the server would
     add it (`shaped`), the whole cut to the token limit; with logprobs where the request asks
     for them, for generated text and for a reply scripted with ``probabilities``."""
-    calls = None if reply else tool_calls_for(body, server, seed + index, index)
+    # A grammar beside tools holds the whole answer, as the servers hold it (a typed turn: its
+    # calls are the grammar's text); else a generated answer may call a tool.
+    generated_calls = reply is None and constraint.kind != "grammar"
+    calls = tool_calls_for(body, server, seed + index, index) if generated_calls else None
     chances: dict[str, float] | None = None  # None: no logprobs made up
     if calls is not None:
         answer = Answer(None, "tool_calls", tool_calls=calls)

@@ -5,7 +5,8 @@ arguments an instance of the tool's ``parameters`` schema: the named tool of a `
 object, else the first tool; under ``"auto"`` only while the conversation's last message is not
 a tool result (so an agent loop ends), never under ``"none"``. The servers that ignore
 ``tool_choice`` (Ollama reads no such field; llama.cpp reads a string only, so a named tool is
-``"auto"`` there) are impersonated as ignoring it.
+``"auto"`` there) are impersonated as ignoring it. A request whose grammar stands beside its
+tools (lmclient's typed turn) is answered from the grammar, whose text holds the calls.
 """
 
 from __future__ import annotations

@@ -89,3 +89,27 @@ def passed_on(client: lmclient.Client, weather: lmclient.Tool[Weather]) -> str:
     that takes one accepts it."""
     calls_of(client.stream("x", tools=[weather]))
     return narrowed(client.create("x", tools=[weather]), weather)
+
+
+class Forecast(msgspec.Struct):
+    temperature: int
+    summary: str
+
+
+async def turn(client: lmclient.Client, aclient: lmclient.AsyncClient) -> None:
+    """A typed turn (tools beside an output type): the calls typed by their tools, the value
+    by the output type, in one response; a stream the same."""
+    weather = lmclient.Tool(Weather)
+    r = client.create("Weather in Oslo?", Forecast, tools=[weather])
+    assert_type(r, lmclient.Response[Forecast, Weather])
+    assert_type(r.tool_calls[0].arguments.city, str)
+    assert_type(r.value.temperature, int)
+    _ = r.value.no_such_attr  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType, reportUnknownVariableType]
+    a = await aclient.create("Weather in Oslo?", Forecast, tools=[weather], tool_choice="auto")
+    assert_type(a, lmclient.Response[Forecast, Weather])
+    with client.stream("Weather in Oslo?", Forecast, tools=[weather]) as s:
+        assert_type(s, lmclient.Stream[Forecast, Weather])
+        for call in s.calls():
+            assert_type(call.arguments, Weather)
+    async with aclient.stream("Weather in Oslo?", Forecast, tools=[weather]) as t:
+        assert_type(t, lmclient.AsyncStream[Forecast, Weather])
