@@ -28,6 +28,7 @@ from ._log import log
 from ._output.depth import body_decoder
 from ._output.turn import OPEN
 from ._output.types import OutputSpec
+from ._reasoning import answer_in_reasoning
 from ._request import CallSettings, PreparedRequest, Timeouts
 from ._response import Response
 from ._runaway import Found, Guard, Runaway, find, json_path, padded, whitespace
@@ -740,12 +741,14 @@ class Call(Attempts, kw_only=True):
                     raise self.explained(
                         errors.TruncatedError(text=text, output_type=self._type, usage=usage)
                     )
-            if not text and reasoning and constrained:
-                raise errors.ValidationError(
-                    "the message content is empty but reasoning is present: the model may "
-                    "have spent max_tokens on thinking",
-                    text=text,
+            if not text and reasoning and constrained:  # (a cut answer was said above)
+                raise errors.ConstraintIgnoredError(
+                    text=reasoning,
                     output_type=self._type,
+                    fields=list(self.plan.fields),
+                    dialect=self.plan.dialect,
+                    why="the answer came back as reasoning, the content empty",
+                    advice=answer_in_reasoning(self.plan.dialect),
                 )
             try:
                 values.append(self.plan.decode(text))

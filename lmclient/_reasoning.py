@@ -41,6 +41,7 @@ __all__ = [
     "THINK_MARKUP_TOKENS",
     "Controls",
     "Effort",
+    "answer_in_reasoning",
     "reasoning_fields",
     "reasoning_params",
     "thinking_room",
@@ -162,3 +163,34 @@ def thinking_room(controls: Mapping[str, Any]) -> int | None:
     if controls.get("thinking") or controls.get("reasoning_effort") is not None:
         return None
     return 0
+
+
+# What splits a server's answer into reasoning and content, and how a constrained answer ends
+# up in the reasoning, from each server's source: the advice of the error that says so.
+_PARSERS: dict[str, str] = {
+    "vllm": (
+        "vLLM's --reasoning-parser took it for thinking (the constraint applies only after the "
+        "parser's end marker, so an answer written before it goes unconstrained into "
+        "`reasoning`): pass thinking=False, or start vLLM with the reasoning parser of this "
+        "model, or without one"
+    ),
+    "sglang": (
+        "SGLang's --reasoning-parser took it for thinking: pass thinking=False, or start SGLang "
+        "with the reasoning parser of this model, or without one"
+    ),
+    "llamacpp": (
+        "llama.cpp's --reasoning-format (deepseek by default) took it for thinking, and its "
+        "grammar applies from the first token, thinking included: pass thinking=False, or "
+        "start llama-server with --reasoning-format none"
+    ),
+}
+
+
+def answer_in_reasoning(dialect: str) -> str:
+    """What to change where a constrained answer came back as reasoning with empty content:
+    the server's reasoning parser, named (`ConstraintIgnoredError`'s advice)."""
+    return _PARSERS.get(
+        dialect,
+        "the server's reasoning parser took it for thinking: pass thinking=False, or start the "
+        "server without a reasoning parser",
+    )

@@ -298,15 +298,24 @@ class ConstraintIgnoredError(ValidationError):
     (``max_reasks``) may still get a valid value from the model's own compliance."""
 
     def __init__(
-        self, *, text: str, output_type: Any, fields: list[str], dialect: str, why: str
+        self,
+        *,
+        text: str,
+        output_type: Any,
+        fields: list[str],
+        dialect: str,
+        why: str,
+        advice: str | None = None,
     ) -> None:
         names = ", ".join(fields)
+        advice = advice or (
+            "pass the dialect of the server that reads them (dialect=...; 'generic' sends only "
+            "response_format), or behind the SGLang Model Gateway use dialect='auto', which "
+            "detects it and its --backend mode"
+        )
         super().__init__(
             f"the server, or a gateway or proxy in front of it, ignored the constraint "
-            f"field(s) {names} of dialect {dialect!r}: {why} (not a max_tokens cut); pass "
-            "the dialect of the server that reads them "
-            "(dialect=...; 'generic' sends only response_format), or behind the SGLang Model "
-            "Gateway use dialect='auto', which detects it and its --backend mode",
+            f"field(s) {names} of dialect {dialect!r}: {why} (not a max_tokens cut); {advice}",
             text=text,
             output_type=output_type,
         )

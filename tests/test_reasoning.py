@@ -17,7 +17,7 @@ from lmclient._reasoning import CONTROLS, THINK_MARKUP_TOKENS
 from lmclient._stream import Delta
 from lmclient._stream_state import StreamState
 from lmclient.testing import FakeLLM
-from tests.helpers import body_of, sent
+from tests.helpers import LLAMACPP_LIVE, answered, body_of, sent
 
 # Written out, not computed: each from the server's own request handling (see _reasoning.py).
 ON = {"chat_template_kwargs": {"enable_thinking": True}}
@@ -344,3 +344,36 @@ def test_async_deltas() -> None:
     with fake.mock():
         got = asyncio.run(main())
     assert got == [("reasoning", "thin"), ("reasoning", "k"), ("content", "no")]
+
+
+# -- an answer that came back as reasoning ------------------------------------------------------
+
+
+class Named(msgspec.Struct):
+    name: str
+    age: int
+
+
+@pytest.mark.parametrize(
+    ("dialect", "names"),
+    [
+        ("llamacpp", "--reasoning-format"),
+        ("vllm", "--reasoning-parser"),
+        ("sglang", "--reasoning-parser"),
+    ],
+)
+def test_an_answer_in_the_reasoning_names_the_reasoning_parser(dialect: str, names: str) -> None:
+    """The real body of llama.cpp b11434 with a template that opens ``<think>`` (recorded in
+    tests/fixtures/llamacpp-live/chat_reasoning_forced_open.*): the constrained answer in
+    ``reasoning_content``, the content empty. It was a `ValidationError` telling of max_tokens
+    spent on thinking (which the finish reason, ``stop``, rules out); it is the server's
+    reasoning parser, named, and what to change."""
+    body = (LLAMACPP_LIVE / "chat_reasoning_forced_open.response.json").read_bytes()
+    core = _core.ClientCore("http://h/v1", "m", dialect=dialect, runaway="off")
+    call = core.prepare("create", "Invent a person.", Named, "chat", {"max_reasks": 0})
+    with pytest.raises(lmclient.ConstraintIgnoredError) as caught:
+        answered(call, body)
+    message = str(caught.value)
+    assert "came back as reasoning" in message and names in message
+    assert "thinking=False" in message and "spent max_tokens" not in message
+    assert caught.value.text == '{"name":"the","age":10}'  # what came back, to see it
