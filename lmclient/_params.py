@@ -77,6 +77,7 @@ class _BodyParams(TypedDict, total=False):
     # Serving fields (`_serving`): sent where each server reads them, refused elsewhere.
     priority: int
     cache_salt: str
+    session_id: str  # one conversation's or agent run's, across its calls (vLLM)
 
 
 class FileParams(_BodyParams, total=False):
@@ -166,6 +167,7 @@ CALL_PARAMS: dict[str, tuple[type, ...]] = {
     "request_id": (str,),
     "priority": (int,),
     "cache_salt": (str,),
+    "session_id": (str,),
     "traceparent": (str,),
     "tracestate": (str,),
     "probabilities": (bool,),

@@ -1,8 +1,8 @@
 """Serving fields: what a service sets per call beside the prompt — the ``model`` (a LoRA
 adapter is a model name on vLLM), extra ``headers``, a ``request_id``, a scheduling
-``priority``, a prefix-cache ``cache_salt``, and the W3C trace context (``traceparent``,
-``tracestate``) — with the checks of their values, and where each server reads the three that
-differ per server, in one table (`SERVING`).
+``priority``, a prefix-cache ``cache_salt``, an agent's or conversation's ``session_id``, and
+the W3C trace context (``traceparent``, ``tracestate``) — with the checks of their values, and
+where each server reads the four that differ per server, in one table (`SERVING`).
 
 Every placement is read from the server's own request handling:
 
@@ -15,11 +15,17 @@ Every placement is read from the server's own request handling:
   accepts it and schedules first come, first served). ``cache_salt`` is a body field from
   0.9.0 (PR #17045; V1 engine only, V0 answers 400); 0.32 also refuses a salt longer than 128
   characters or holding ``@``, ``/``, ``\\`` or NUL with 400.
-* SGLang (0.5.23, ``entrypoints/openai/protocol.py``, both endpoints): ``rid``, ``priority``
+  ``session_id`` ("stable session identity shared by related requests": one conversation, one
+  agent run) is a body field read in 0.32 (PR #48048, July 2026; it also reads an
+  ``X-Session-ID`` header), handed to the engine's request for KV-cache events and the
+  connectors and schedulers that use it; it routes nothing itself. Earlier releases are
+  refused: lmclient has not read that they have it.
+* SGLang (0.5.23, ``entrypoints/openai/protocol.py``, both endpoints; no session field, so
+  ``session_id`` is refused): ``rid``, ``priority``
   (honoured with ``--enable-priority-scheduling``, ignored or refused with 503 otherwise, by
   server flags) and ``cache_salt`` (isolating only from PR #23300, so releases before the one
   read are refused).
-* llama.cpp, TGI, Ollama, OpenAI and the unknown servers: none of the three, so each is
+* llama.cpp, TGI, Ollama, OpenAI and the unknown servers: none of the four, so each is
   refused there. A header such as ``X-Request-Id`` can still be sent with ``headers=``, for a
   proxy in front that reads it.
 
@@ -55,9 +61,18 @@ __all__ = [
 ]
 
 SERVING_PARAMS = frozenset(
-    {"model", "headers", "request_id", "priority", "cache_salt", "traceparent", "tracestate"}
+    {
+        "model",
+        "headers",
+        "request_id",
+        "priority",
+        "cache_salt",
+        "session_id",
+        "traceparent",
+        "tracestate",
+    }
 )
-TABLED = ("request_id", "priority", "cache_salt")  # placed per dialect, in `SERVING`
+TABLED = ("request_id", "priority", "cache_salt", "session_id")  # per dialect, in `SERVING`
 # The parameters that may add headers to a call's request: any other call keeps the client's
 # one header list (and its encoded head, which the transports cache per list).
 HEADER_PARAMS = frozenset({"headers", "request_id", "traceparent", "tracestate"})
@@ -83,6 +98,7 @@ SERVING: dict[str, dict[str, Place]] = {
         "request_id": Place("x-request-id", header=True),
         "priority": Place("priority"),
         "cache_salt": Place("cache_salt"),
+        "session_id": Place("session_id", since=(0, 32)),
     },
     "vllm-guided": {
         "request_id": Place("x-request-id", header=True, since=(0, 6, 5)),
@@ -133,7 +149,7 @@ def ignored_model(dialect: str, model: str, served: list[str]) -> str:
 
 def serving_problem(name: str, value: Any) -> str | None:
     """What is wrong with one serving parameter's value (its type is already checked)."""
-    if name in ("model", "request_id", "cache_salt", "tracestate") and not value:
+    if name in ("model", "request_id", "cache_salt", "session_id", "tracestate") and not value:
         return "must not be empty"
     if name in ("request_id", "tracestate") and header_problem("x", value):
         return "must be Latin-1 without control characters (it may travel as a header)"

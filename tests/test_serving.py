@@ -29,23 +29,31 @@ EXPECTED: dict[str, dict[str, tuple[dict[str, Any], dict[str, str]] | None]] = {
         "request_id": ({}, {"x-request-id": "req-1"}),
         "priority": ({"priority": -3}, {}),
         "cache_salt": ({"cache_salt": "tenant-a"}, {}),
+        "session_id": ({"session_id": "agent-7"}, {}),
     },
     "vllm-guided": {
         "request_id": ({}, {"x-request-id": "req-1"}),
         "priority": ({"priority": -3}, {}),
         "cache_salt": ({"cache_salt": "tenant-a"}, {}),
+        "session_id": None,
     },
     "sglang": {
         "request_id": ({"rid": "req-1"}, {}),
         "priority": ({"priority": -3}, {}),
         "cache_salt": ({"cache_salt": "tenant-a"}, {}),
+        "session_id": None,
     },
     **{
-        name: {"request_id": None, "priority": None, "cache_salt": None}
+        name: {"request_id": None, "priority": None, "cache_salt": None, "session_id": None}
         for name in ("llamacpp", "tgi", "generic", "ollama", "lmstudio", "sglang-gateway", "openai")
     },
 }
-VALUES: dict[str, Any] = {"request_id": "req-1", "priority": -3, "cache_salt": "tenant-a"}
+VALUES: dict[str, Any] = {
+    "request_id": "req-1",
+    "priority": -3,
+    "cache_salt": "tenant-a",
+    "session_id": "agent-7",
+}
 
 
 def make_core(dialect: str = "vllm", **kw: Any) -> _core.ClientCore:
@@ -125,6 +133,15 @@ def test_releases_of_vllm_guided_that_ignore_a_field(
     else:
         body, headers = prepared(core, **{field: VALUES[field]})
         assert body.get("priority", body.get("cache_salt")) or added(core, headers)
+
+
+def test_vllm_session_id_from_the_release_read() -> None:
+    core = make_core("vllm")
+    core.server_info = ServerInfo("vllm", "vllm", "0.31.1")
+    with pytest.raises(lmclient.UnsupportedConstraintError, match=r"vllm 0\.31\.1 ignores"):
+        core.validate("generate", "Q", str, "chat", {"session_id": "s"})
+    core.server_info = ServerInfo("vllm", "vllm", "0.32.0")
+    assert prepared(core, session_id="s")[0]["session_id"] == "s"
 
 
 def test_sglang_cache_salt_from_the_release_read() -> None:
