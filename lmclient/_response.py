@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import msgspec
 
 from ._headers import Headers
+from ._output.turn import OPEN
 from ._tools import Args, ToolCall, one_or_two
 from ._wire.protocol import LlamaCppTimings, Measured, TokenLogprob, Usage, VllmMetrics
 from .errors import ConfidenceError, NoValueError, ProtocolError
@@ -147,7 +148,13 @@ class Response(msgspec.Struct, Generic[T, Args], frozen=True):
     def message(self) -> dict[str, Any]:
         """The first choice as an assistant message, its tool calls included: what to append to
         the messages of the next call, before the calls' results (`ToolCall.result`)."""
-        message: dict[str, Any] = {"role": "assistant", "content": self.texts[0] or None}
+        content = self.texts[0] or None
         if self.tool_calls:
-            message["tool_calls"] = [call.wire() for call in self.tool_calls]
-        return message
+            if content is not None and content.startswith(OPEN):
+                content = None  # a typed turn's calls, its text: sent once, as tool_calls
+            return {
+                "role": "assistant",
+                "content": content,
+                "tool_calls": [call.wire() for call in self.tool_calls],
+            }
+        return {"role": "assistant", "content": content}

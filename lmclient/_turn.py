@@ -25,20 +25,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from ._dialects import Dialect
 from ._media import prompt_messages
-from ._output.gbnf import compact_rules
-from ._output.gbnf_ir import Lit, Node, alt
 from ._output.turn import MAX_CALLS, OPEN, turn_grammar
 from ._output.types import OutputSpec
 from ._response import Response
 from ._tools import STRICT_TOOLS, Tool, ToolCall
 from ._usage import counted
 from .errors import APITimeoutError, NoValueError, TokenBudgetExceeded, UnsupportedConstraintError
+
+if TYPE_CHECKING:
+    from ._output.gbnf_ir import Node
 
 __all__ = ["TURN_CHOICE", "Loop", "Turn", "turn_key"]
 
@@ -109,6 +110,9 @@ class Turn:
 
 def _answer(where: str, spec: OutputSpec[Any]) -> Mapping[str, Node]:
     """The compact rules of a turn's answer: a JSON value's, or a choice's options."""
+    from ._output.gbnf import compact_rules  # (as `turn_grammar`: loaded by the first turn)
+    from ._output.gbnf_ir import Lit, alt
+
     if spec.kind == "choice":
         starts = [option for option in spec.options if option.startswith(OPEN[0])]
         if starts:
@@ -130,6 +134,8 @@ def _answer(where: str, spec: OutputSpec[Any]) -> Mapping[str, Node]:
 
 
 def _arguments(where: str, tool: Tool[Any]) -> Mapping[str, Node]:
+    from ._output.gbnf import compact_rules
+
     rules = compact_rules(tool.schema)
     if rules is None:
         raise UnsupportedConstraintError(

@@ -15,11 +15,13 @@ whose option would is refused), so the first character tells the branch.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import msgspec
 
-from .gbnf import CompactGrammar, finished
-from .gbnf_ir import Lit, Node, Ref, alt, prefixed, rep, seq
+if TYPE_CHECKING:
+    from .gbnf import CompactGrammar
+    from .gbnf_ir import Node
 
 __all__ = ["CLOSE", "MAX_CALLS", "OPEN", "turn_grammar"]
 
@@ -39,6 +41,10 @@ def turn_grammar(
     arguments' compact rules), or the ``answer`` (its compact rules); either may be left out
     (``tools`` empty, ``answer`` None: ``tool_choice`` "none" or one that requires a call).
     ``None`` where a repeat count is more than llama.cpp takes."""
+    # (imported here: the grammar compiler is loaded when a turn is first made, as for a type)
+    from .gbnf import finished
+    from .gbnf_ir import Lit, Ref, alt, prefixed, rep, seq
+
     rules: dict[str, Node] = {}
     branches: list[Node] = []
     if tools:
