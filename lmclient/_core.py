@@ -454,8 +454,8 @@ class ClientCore:
             if extra:
                 dialect.check_extra(extra, endpoint)
                 merge_extra({}, extra, planned.plan.fields)  # its refusals, before any request
-        budget = planned.plan.budget
-        if budget is not None and turn is None:  # (a turn's calls are not the type's budget)
+        budget = planned.plan.budget if turn is None else turn.budget
+        if budget is not None:
             max_tokens = params.get("max_tokens") or defaults.get("max_tokens")
             thinking = (thinking_room(controls) or 0) if controls else 0
             if max_tokens is not None and max_tokens < budget.fewest + thinking:
@@ -536,8 +536,11 @@ class ClientCore:
         runaway = self.runaway  # the call's runaway thresholds (``None``: "off")
         if shape == "special" and "runaway" in merged:
             runaway = runaway_setting(merged["runaway"], where)
-        guard = planned.guard if runaway is not None else None  # who watches its answer
-        if guard == "client" and (reading == "file" or not _one_text(merged, shape)):
+        turn = checked.turn
+        guard = None  # who watches its answer
+        if runaway is not None:
+            guard = planned.guard if turn is None else planned.guard_of(turn.budget)
+        if guard == "client" and (reading == "file" or not _one_text(merged, shape, turn)):
             guard = None  # read whole, as before (several choices, logprobs, tools; a file)
         body = self._body(
             prompt,
@@ -548,7 +551,7 @@ class ClientCore:
             shape=shape,
             stream=reading == "stream" or guard == "client",
             runaway=runaway,
-            turn=checked.turn,
+            turn=turn,
         )
         return Call.new(
             self.settings,
@@ -561,7 +564,7 @@ class ClientCore:
             many=many,
             runaway=runaway,
             guard=guard,
-            turn=checked.turn,
+            turn=turn,
         )
 
     def names_model(self, params: Mapping[str, Any]) -> bool:
@@ -657,7 +660,7 @@ class ClientCore:
             if params.get("probabilities"):
                 top = params.get("top_logprobs")
                 body.update(_confidence.fields(endpoint, top, planned.dialect))
-        budget = planned.plan.budget if turn is None else None
+        budget = planned.plan.budget if turn is None else turn.budget
         if budget is not None and params.get("max_tokens") is None and thinking is not None:
             # a bounded answer can then neither run on nor be cut, after its thinking budget
             body["max_tokens"] = budget.most + thinking
@@ -670,6 +673,10 @@ class ClientCore:
             for name in planned.plan.fields:
                 del body[name]
             body.update(turn.fields)
+            # the server's loop guard as the turn needs it, not as its answer's type does
+            body.pop("repetition_detection", None)
+            if runaway is not None and planned.guard_of(turn.budget) == "server":
+                body.update(server_fields(runaway))
         if shape == "special" and "runaway" in params and planned.guard == "server":
             body.pop("repetition_detection", None)  # the client's, in the plan's fields
             if runaway is not None:  # the call's ``runaway`` thresholds
@@ -716,15 +723,16 @@ _CHECKED = (
 )
 # A call with any of these is read whole, not watched as a stream (`_one_text`).
 _UNWATCHED = frozenset({"logprobs", "probabilities", "tools"})
+_TURN_UNWATCHED = _UNWATCHED - {"tools"}
 
 
-def _one_text(params: Mapping[str, Any], shape: Shape) -> bool:
+def _one_text(params: Mapping[str, Any], shape: Shape, turn: Turn | None = None) -> bool:
     """Whether a call's answer is one text lmclient can watch as a stream: one choice, and
     (beyond the usual call's parameters) no logprobs, probabilities or tools, whose answers are
-    read whole, as before."""
+    read whole, as before; but a typed turn's tools, whose calls are its text."""
     if params.get("n", 1) != 1:
         return False
-    return shape == "given" or _UNWATCHED.isdisjoint(params)
+    return shape == "given" or (_TURN_UNWATCHED if turn else _UNWATCHED).isdisjoint(params)
 
 
 def model_ids(body: bytes) -> list[str]:

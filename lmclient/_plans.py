@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 
-from ._dialects import Dialect, Endpoint, ServerInfo
+from ._dialects import Budget, Dialect, Endpoint, ServerInfo
 from ._output.types import OutputSpec, compile_output
 from ._runaway import Guard, Runaway, server_fields
 from ._servers import release
@@ -36,6 +36,7 @@ class Planned:
     """A dialect's plan for one output type and endpoint, with its fields encoded once."""
 
     __slots__ = (
+        "_by_server",
         "_runaway",
         "_turns",
         "checked",
@@ -70,6 +71,7 @@ class Planned:
         # only when the probes have learnt another); a sentinel until the first check
         self.checked: object = _UNCHECKED
         self._turns: dict[tuple[Any, ...], Turn] = {}  # by `turn_key`
+        self._by_server = False  # whether the server stops a loop itself (`check_server`)
 
     def turn(self, where: str, tools: Sequence[Tool[Any]], choice: Any) -> Turn:
         """This plan's output type as the answer of a typed turn with ``tools``
@@ -84,6 +86,16 @@ class Planned:
             self._turns[key] = found
         return found
 
+    def guard_of(self, budget: Budget | None) -> Guard | None:
+        """Who watches an answer of this plan's type, or of a typed turn of it (whose budget is
+        the turn's), on the server `check_server` was given: none where a budget caps it."""
+        if budget is not None:
+            return None
+        if self._by_server:
+            return "server"
+        # (a stream without usage would leave the call unmetered: read whole)
+        return "client" if self.dialect.stream_usage else None
+
     def check_server(self, info: ServerInfo | None) -> None:
         """`Dialect.check_server` for this plan, and the server info it passed for (`Plans.get`
         checks again only for another); who watches its answers on that server (`guard`), and
@@ -91,16 +103,11 @@ class Planned:
         client's thresholds: a call's own ``runaway=`` changes them in its body)."""
         self.dialect.check_server(info, self.plan, self.endpoint)
         self.checked = info
-        self.guard = None
-        if self.plan.budget is None:
-            server = self.dialect.server  # the release that stops a loop itself, if one does
-            since = None if server is None else server.added.get("repetition_detection")
-            version = None if info is None else info.version
-            by_server = since is not None and (version is None or release(version) >= since)
-            if by_server:
-                self.guard = "server"
-            elif self.dialect.stream_usage:  # (a stream without usage would leave it unmetered)
-                self.guard = "client"
+        server = self.dialect.server  # the release that stops a loop itself, if one does
+        since = None if server is None else server.added.get("repetition_detection")
+        version = None if info is None else info.version
+        self._by_server = since is not None and (version is None or release(version) >= since)
+        self.guard = self.guard_of(self.plan.budget)
         self.fields.pop("repetition_detection", None)
         if self.guard == "server" and self._runaway is not None:
             for name, value in server_fields(self._runaway).items():

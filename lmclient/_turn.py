@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ._dialects import Dialect
+from ._dialects import Budget, Dialect
 from ._media import prompt_messages
 from ._output.turn import MAX_CALLS, OPEN, turn_grammar
 from ._output.types import OutputSpec
@@ -65,7 +65,7 @@ class Turn:
     """A typed turn on one dialect: its request fields, encoded once, and which of them replace
     the plan's constraint; the tools its calls are decoded with."""
 
-    __slots__ = ("fields", "tools")
+    __slots__ = ("budget", "fields", "tools")
 
     def __init__(
         self,
@@ -98,6 +98,10 @@ class Turn:
                 f"{where}(): the turn's grammar repeats more than llama.cpp takes; bound the "
                 "answer's or the tools' lists (msgspec.Meta(max_length=...))"
             )
+        # What the longest turn may cost where every way is bounded (the answer, each tool's
+        # arguments; the calls are at most `MAX_CALLS`): its `max_tokens`, as a bounded type's.
+        longest = grammar.longest
+        self.budget = None if longest is None else Budget.of(grammar.shortest, longest)
         strict = dialect.name in STRICT_TOOLS
         self.fields: dict[str, msgspec.Raw] = {
             name: msgspec.Raw(_encode(value))

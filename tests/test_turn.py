@@ -130,11 +130,17 @@ def test_vllm_gets_strict_tools_and_keeps_its_runaway_guard() -> None:
     assert set(body["structured_outputs"]) == {"grammar"}
 
 
-def test_a_bounded_answer_sets_no_max_tokens_for_the_calls() -> None:
-    """A bounded type's budget is its answer's, not its calls': a turn sets none."""
+def test_a_bounded_turn_gets_the_max_tokens_of_its_longest_text() -> None:
+    """A turn whose every way is bounded (the answer, each tool's arguments) is a bounded type:
+    its max_tokens is its longest text's (eight calls of the longest), as a type's would be; an
+    unbounded tool leaves it unbounded."""
     alone = body_of("llamacpp", Literal["yes", "no"])
-    turn = body_of("llamacpp", Literal["yes", "no"], tools=TOOLS)
-    assert "max_tokens" in alone and "max_tokens" not in turn
+    bounded = body_of("llamacpp", Literal["yes", "no"], tools=[WEATHER])
+    unbounded = body_of("llamacpp", Literal["yes", "no"], tools=TOOLS)  # Clock.zone: any str
+    longest = CALL.replace("Oslo", "\\uD83D\\uDE00" * 40)  # 40 characters, 12 bytes each
+    assert alone["max_tokens"] == len(b"yes") + 1
+    assert bounded["max_tokens"] == MAX_CALLS * len(longest) + (MAX_CALLS - 1) + 1
+    assert "max_tokens" not in unbounded
 
 
 def test_the_turn_is_made_once_per_type_tools_and_choice() -> None:
@@ -379,3 +385,37 @@ async def test_async_run_awaits_async_tools() -> None:
             )
     assert response.value == Forecast(21, "sunny")
     assert fake.requests[-1].body["messages"][-1]["content"] == "rain in Oslo"
+
+
+# -- a turn that loops ---------------------------------------------------------------------
+
+
+class Note(msgspec.Struct):
+    text: str  # unbounded: the turn is watched
+
+
+@pytest.mark.parametrize(("server", "by"), [("llamacpp", "client"), ("vllm", "server")])
+def test_an_unbounded_turn_that_loops_is_stopped(server: str, by: str) -> None:
+    """An unbounded turn is watched as any unbounded answer is (its calls are its text): by
+    lmclient as it streams, or by vLLM's own guard, sent for the turn."""
+    fake = FakeLLM(server=server)
+    looped = fake.runaway("repeat", span="la la ")
+    with (
+        fake.serve() as url,
+        lmclient.Client(url) as client,
+        pytest.raises(lmclient.RunawayError) as caught,
+    ):
+        client.create("Sing.", Note, tools=[CLOCK])
+    assert caught.value.by == by and caught.value.tokens is not None
+    sent = fake.calls[-1].body
+    assert ("repetition_detection" in sent) is (by == "server")
+    assert sent.get("stream") is (True if by == "client" else None)
+    assert looped.abandoned.is_set() is (by == "client")  # lmclient left: the server stops
+
+
+def test_a_bounded_turn_is_not_watched() -> None:
+    fake = FakeLLM(server="vllm")
+    with fake.serve() as url, lmclient.Client(url) as client:
+        client.create("Weather?", Literal["yes", "no"], tools=[WEATHER])
+    sent = fake.calls[-1].body
+    assert "repetition_detection" not in sent and "stream" not in sent and sent["max_tokens"]
