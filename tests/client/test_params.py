@@ -61,6 +61,7 @@ def test_every_parameter_of_the_table_is_accepted_with_a_good_value() -> None:
         "request_id": "r1",
         "priority": -3,
         "cache_salt": "salt",
+        "session_id": "agent-7",
         "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
         "tracestate": "k=v",
         "runaway": lmclient.Runaway(repeats=4),
