@@ -234,13 +234,15 @@ class AsyncClient(AsyncScoring):
         while True:
             given = loop.params(tools, params)
             response = await self._create("run", loop.messages, output_type, "chat", given)
-            if loop.answered(response):
+            calls = loop.answered(response)
+            if calls is None:
                 return response
-            for call in response.tool_calls:
+            for call in calls:
                 result = call.run()
                 if inspect.isawaitable(result):  # an async tool function
                     result = await result
-                loop.result(call, result)
+                loop.ran(call, result)
+            loop.replied(response)
 
     @overload  # tools need the chat endpoint: no endpoint=
     def stream(

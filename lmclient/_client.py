@@ -231,10 +231,12 @@ class Client(Scoring):
         while True:
             given = loop.params(tools, params)
             response = self._create("run", loop.messages, output_type, "chat", given)
-            if loop.answered(response):
+            calls = loop.answered(response)
+            if calls is None:
                 return response
-            for call in response.tool_calls:
-                loop.result(call, call.run())
+            for call in calls:
+                loop.ran(call, call.run())
+            loop.replied(response)
 
     @overload  # tools need the chat endpoint: no endpoint=
     def stream(

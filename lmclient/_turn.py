@@ -152,11 +152,25 @@ def _arguments(where: str, tool: Tool[Any]) -> Mapping[str, Node]:
 
 class Loop:
     """The agent loop of `Client.run` and `AsyncClient.run`, apart from their I/O: the
-    messages so far, and what is left of the loop's turns, deadline and token budget. A turn's
-    answer either ends the loop (the value) or adds its calls and their results to the
-    messages for the next turn."""
+    messages so far, the results of the calls made, and what is left of the loop's turns,
+    deadline and token budget. A turn's answer either ends the loop (the value) or adds its
+    calls and their results to the messages for the next turn.
 
-    __slots__ = ("budget", "deadline_at", "max_turns", "messages", "spent", "turns")
+    A call the loop has made before (the same tool, the same arguments) is not run again: its
+    result is sent once more. A turn that only repeats calls has learnt nothing new, which a
+    small model looping on a tool does turn after turn; the next turn is then asked for the
+    answer alone (``tool_choice="none"``)."""
+
+    __slots__ = (
+        "budget",
+        "deadline_at",
+        "max_turns",
+        "messages",
+        "repeated",
+        "results",
+        "spent",
+        "turns",
+    )
 
     def __init__(
         self,
@@ -186,16 +200,20 @@ class Loop:
         self.budget: int | None = params.get("token_budget")
         self.spent = 0  # tokens of the turns so far (their `total_usage`)
         self.turns = 0
+        self.results: dict[tuple[str, str], Any] = {}  # each call made: (name, arguments)
+        self.repeated = False  # the last turn's calls were all made before
 
     def params(self, tools: Sequence[Tool[Any]], params: Mapping[str, Any]) -> dict[str, Any]:
-        """The next turn's parameters: the tools, and what is left of the deadline and of the
-        token budget."""
+        """The next turn's parameters: the tools (the answer alone after a turn of repeated
+        calls), and what is left of the deadline and of the token budget."""
         if self.turns >= self.max_turns:
             raise NoValueError(
                 f"the model still calls tools after max_turns={self.max_turns} turns: raise "
                 "max_turns, or say in the prompt when to answer"
             )
         given = {**params, "tools": tools}
+        if self.repeated:
+            given["tool_choice"] = "none"
         if self.deadline_at is not None:
             left = self.deadline_at - time.monotonic()
             if left <= 0:
@@ -210,9 +228,9 @@ class Loop:
         self.turns += 1
         return given
 
-    def answered(self, response: Response[Any, Any]) -> bool:
-        """Count a turn's answer; whether it ends the loop (no calls: it is the value). Else
-        its message goes into the messages, and the calls' results are to follow (`result`)."""
+    def answered(self, response: Response[Any, Any]) -> list[ToolCall[Any]] | None:
+        """Count a turn's answer: ``None`` where it ends the loop (no calls: it is the value),
+        else the calls to run, each new one once (`ran`, then `replied`)."""
         tokens = counted(response.total_usage)
         if tokens is None or response.unmetered:
             if self.budget is not None:  # a budget that cannot be counted is not kept
@@ -222,9 +240,22 @@ class Loop:
             tokens = 0
         self.spent += tokens
         if not response.tool_calls:
-            return True
+            return None
         self.messages.append(response.message)
-        return False
+        new = {_key(call): call for call in response.tool_calls if _key(call) not in self.results}
+        self.repeated = not new
+        return list(new.values())
 
-    def result(self, call: ToolCall[Any], result: Any) -> None:
-        self.messages.append(call.result(result))
+    def ran(self, call: ToolCall[Any], result: Any) -> None:
+        """The result of a call the turn made."""
+        self.results[_key(call)] = result
+
+    def replied(self, response: Response[Any, Any]) -> None:
+        """Every call of the turn answered, in its order (a repeated one with its result)."""
+        for call in response.tool_calls:
+            self.messages.append(call.result(self.results[_key(call)]))
+
+
+def _key(call: ToolCall[Any]) -> tuple[str, str]:
+    """What makes two calls the same call: the tool and its arguments, as validated."""
+    return call.name, msgspec.json.encode(call.arguments).decode()

@@ -334,6 +334,37 @@ def test_run_calls_the_tools_and_asks_again_until_the_answer() -> None:
     assert prompt == [{"role": "user", "content": "Weather in Oslo?"}]  # the caller's, as given
 
 
+def test_run_runs_a_call_once_and_asks_for_the_answer_after_a_turn_of_repeats() -> None:
+    """A small model loops on a tool (Gemma 3 270M called weather(Lisbon) 32 times in 4 turns,
+    benchmarks/agent.py): a call made before is not run again, its result is sent once more, and
+    after a turn of only such calls the next turn is asked for the answer alone."""
+    runs: list[str] = []
+
+    def counted_weather(city: str) -> str:
+        """Get the weather for a city."""
+        runs.append(city)
+        return f"sunny in {city}"
+
+    fake = FakeLLM(server="vllm")
+    twice = [("weather", {"city": "Oslo"}), ("weather", {"city": "Oslo"})]
+    fake.reply(None, times=1, tool_calls=twice)
+    fake.reply(None, times=1, tool_calls=[("weather", {"city": "Oslo"})])
+    fake.reply(Forecast(21, "sunny"), times=1)
+    with fake.serve() as url, lmclient.Client(url) as client:
+        response = client.run(
+            "Weather?", Forecast, tools=[Tool.from_function(counted_weather, name="weather")]
+        )
+    assert response.value == Forecast(21, "sunny") and runs == ["Oslo"]
+    first, second, third = [r.body for r in fake.calls]
+    assert [m["content"] for m in second["messages"] if m["role"] == "tool"] == [
+        "sunny in Oslo"
+    ] * 2
+    assert len([m for m in third["messages"] if m["role"] == "tool"]) == 3
+    grammars = [body["structured_outputs"]["grammar"] for body in (first, second, third)]
+    assert ["<tool_call>" in grammar for grammar in grammars] == [True, True, False]
+    assert "temperature" in grammars[2]  # the answer alone, after a turn of repeats
+
+
 def test_run_stops_at_max_turns() -> None:
     fake = FakeLLM(server="vllm")
     scripted(fake, 3)
