@@ -321,10 +321,11 @@ class Call(Attempts, kw_only=True):
         (the server's count of tokens, else the ``deltas`` received), and what helps."""
         started = self.attempt_started
         tokens = usage.completion_tokens if usage is not None else deltas
+        calls = self.turn is not None and text.startswith(OPEN)  # a typed turn's calls
         exc = errors.RunawayError(
             text=text,
             output_type=self._type,
-            path="$" if self.spec.kind == "text" else json_path(text, found.start),
+            path="$" if self.spec.kind == "text" or calls else json_path(text, found.start),
             span=found.span,
             repeats=found.repeats,
             kind=found.kind,
@@ -352,6 +353,12 @@ class Call(Attempts, kw_only=True):
         a bound on the field, which gives the call the token budget of its longest value (or the
         runaway thresholds, where the repetition is meant)."""
         tune = "or tune runaway=lmclient.Runaway(...) (or 'off') if the repetition is meant"
+        if self.turn is not None and text.startswith(OPEN):
+            return (
+                "the model repeats its tool calls, and raising max_tokens cannot help: "
+                "client.run() runs a repeated call once and then asks for the answer alone; "
+                f"or ask with tool_choice='none' once the calls are answered; {tune}"
+            )
         json_mode = not self.plan.compact and self.spec.kind != "text"
         if found.kind == "whitespace" and json_mode:
             return f"a higher max_tokens only pays for more of it: {self._json_mode()}"
@@ -718,7 +725,9 @@ class Call(Attempts, kw_only=True):
             if reason == "repetition":  # vLLM's repetition_detection stopped a loop
                 raise self.stopped_loop(text, usage)
             if self.turn is not None and (tool_calls or text.startswith(OPEN)):
-                if reason == "length":  # a call cut: its arguments did not fit in max_tokens
+                if reason == "length":  # calls cut: looping on one, or longer than max_tokens
+                    if (found := find(text, _CUT)) is not None:
+                        raise self.ran_away(found, text, by="max_tokens", usage=usage)
                     raise self.explained(
                         errors.TruncatedError(text=text, output_type=None, usage=usage)
                     )

@@ -244,6 +244,18 @@ def test_a_call_under_tool_choice_none_is_refused() -> None:
         finished(CALL, tool_choice="none", max_reasks=0)
 
 
+def test_calls_that_repeat_until_max_tokens_are_a_runaway() -> None:
+    """Gemma 3 270M, in the agent benchmark, wrote the same call until max_tokens cut it:
+    "raise max_tokens" cannot help there."""
+    core = _core.ClientCore("http://h/v1", "m", dialect="vllm", runaway="off")
+    call = core.prepare("create", "Q", Forecast, "chat", {"tools": TOOLS})
+    body = chat_body("\n".join([CALL] * 5) + "\n<tool_call>\n{", finish_reason="length")
+    with pytest.raises(lmclient.RunawayError, match="repeats its tool calls") as caught:
+        answered(call, json.dumps(body).encode())
+    assert (caught.value.by, caught.value.path) == ("max_tokens", "$")
+    assert "raise max_tokens" not in str(caught.value)
+
+
 def test_a_call_cut_at_max_tokens_is_truncated() -> None:
     core = _core.ClientCore("http://h/v1", "m", dialect="vllm", runaway="off")
     call = core.prepare("create", "Q", Forecast, "chat", {"tools": TOOLS})
