@@ -100,7 +100,7 @@ class Tool(Generic[A]):
     ) -> Tool[Any]:
         """The tool whose arguments are ``function``'s parameters (each annotated; a default
         makes it optional); `ToolCall.run` calls ``function`` with them."""
-        hints = typing.get_type_hints(function)
+        hints = typing.get_type_hints(function, include_extras=True)  # Annotated bounds kept
         fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
         for param in inspect.signature(function).parameters.values():
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):

@@ -7,7 +7,7 @@ import asyncio
 import dataclasses
 import json
 import threading
-from typing import Any, Literal, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
 import msgspec
 import pydantic
@@ -870,3 +870,17 @@ def test_recorded_vllm_tools_without_strict_fail_closed(kind: str) -> None:
     with pytest.raises(errors.TruncatedError) as streamed:
         state.result()
     assert streamed.value.text.startswith("[\n    {")
+
+
+def test_a_function_tool_keeps_its_annotated_bounds() -> None:
+    """`Tool.from_function` read the hints without their extras: a parameter's
+    ``Annotated[str, Meta(max_length=...)]`` was an unbounded str in the schema, the grammar of
+    a typed turn and the decoding (found by benchmarks/agent.py: ``weather(city="")``)."""
+
+    def weather(city: Annotated[str, msgspec.Meta(min_length=1, max_length=40)]) -> str:
+        return city
+
+    tool = Tool.from_function(weather)
+    assert tool.schema["properties"]["city"] == {"type": "string", "minLength": 1, "maxLength": 40}
+    with pytest.raises(lmclient.ValidationError):
+        tool.decode('{"city": ""}')
