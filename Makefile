@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test check lint demo bench bench-e2e bench-runaway clean stacks
+.PHONY: install test check lint demo bench bench-e2e bench-runaway bench-agent clean stacks
 
 install: $(STAMP)
 
@@ -98,6 +98,18 @@ bench-runaway:
 	$(BENCH_VENV)/bin/python -m pip install --quiet -e '.[bench]'
 	$(BENCH_VENV)/bin/python scripts/llamacpp.py install
 	$(BENCH_VENV)/bin/python benchmarks/runaway.py --docs docs/performance.md $(RUNAWAY_ARGS)
+
+# Agent turns (issue 40): agent tasks with one tool and a typed answer, through lmclient's typed
+# turn (`client.run`, one request per turn), the two-request way with lmclient and the openai SDK,
+# on the llama.cpp server of `make demo` with the chat template that renders tools
+# (benchmarks/agent.py; under 20 min on 2 cores), written into docs/performance.md, section
+# "Agent turns". AGENT_ARGS adds options, e.g. AGENT_ARGS="--record /tmp/agent.jsonl".
+bench-agent:
+	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(BENCH_VENV)/bin/python -m pip install --quiet -e '.[bench]'
+	$(BENCH_VENV)/bin/python scripts/llamacpp.py install
+	$(BENCH_VENV)/bin/python benchmarks/agent.py --docs docs/performance.md $(AGENT_ARGS)
 
 clean:
 	rm -rf $(VENV) .venv-3.* $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache .coverage .coverage.*

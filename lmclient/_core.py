@@ -441,6 +441,12 @@ class ClientCore:
                 tools = params.get("tools") or defaults.get("tools")
                 if tools and spec.kind != "text":
                     turn = self._turn(where, planned, tools, {**defaults, **params})
+                elif params.get("parallel_tool_calls") is not None:
+                    raise UnsupportedConstraintError(
+                        f"{where}(): parallel_tool_calls= is a typed turn's (tools beside an "
+                        "output type), whose grammar lmclient writes; a call without an output "
+                        "type leaves the calls to the server's tool parser"
+                    )
             if not (_TABLED.isdisjoint(params) and _TABLED.isdisjoint(defaults)):
                 self._serving(dialect, {**defaults, **params}, where)  # its refusals, now
             model = params.get("model") or defaults.get("model")
@@ -476,7 +482,8 @@ class ClientCore:
                 f"{where}(): a turn with tools and an output type has one answer: no n= or "
                 "probabilities="
             )
-        return planned.turn(where, tools, merged.get("tool_choice"))
+        parallel = merged.get("parallel_tool_calls") is True
+        return planned.turn(where, tools, merged.get("tool_choice"), parallel)
 
     def batch(
         self,
@@ -709,7 +716,7 @@ def _add_params(body: dict[str, Any], params: Mapping[str, Any], endpoint: Endpo
 _encode = msgspec.json.Encoder().encode
 
 
-_TOOL_PARAMS = frozenset({"tools", "tool_choice"})
+_TOOL_PARAMS = frozenset({"tools", "tool_choice", "parallel_tool_calls"})
 _NO_PARAMS: Mapping[str, Any] = MappingProxyType({})
 _TABLED = frozenset(TABLED)
 # The parameters checked beyond their types (`ClientCore._checked`): a call giving none of them

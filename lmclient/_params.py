@@ -74,6 +74,8 @@ class _BodyParams(TypedDict, total=False):
     reasoning_effort: Literal["low", "medium", "high"]
     # The tool the model must call, or whether it may (`_tools`): with ``tools``.
     tool_choice: Literal["auto", "required", "none"] | Tool[Any]
+    # Whether a typed turn (tools beside an output type) may make several calls (`_turn`).
+    parallel_tool_calls: bool
     # Serving fields (`_serving`): sent where each server reads them, refused elsewhere.
     priority: int
     cache_salt: str
@@ -162,6 +164,7 @@ CALL_PARAMS: dict[str, tuple[type, ...]] = {
     "reasoning_effort": (str,),
     "tools": (list, tuple),
     "tool_choice": (str, Tool),
+    "parallel_tool_calls": (bool,),
     "model": (str,),
     "headers": (Mapping,),
     "request_id": (str,),

@@ -73,14 +73,14 @@ class Planned:
         self._turns: dict[tuple[Any, ...], Turn] = {}  # by `turn_key`
         self._by_server = False  # whether the server stops a loop itself (`check_server`)
 
-    def turn(self, where: str, tools: Sequence[Tool[Any]], choice: Any) -> Turn:
+    def turn(self, where: str, tools: Sequence[Tool[Any]], choice: Any, parallel: bool) -> Turn:
         """This plan's output type as the answer of a typed turn with ``tools``
-        (`lmclient._turn`), made once per tools and ``tool_choice``; raises what the dialect
-        cannot hold."""
-        key = turn_key(tools, choice)
+        (`lmclient._turn`), made once per tools, ``tool_choice`` and whether calls may be
+        several (``parallel``); raises what the dialect cannot hold."""
+        key = turn_key(tools, choice, parallel)
         found = self._turns.get(key)
         if found is None:
-            found = Turn(where, self.spec, self.dialect, tools, choice)
+            found = Turn(where, self.spec, self.dialect, tools, choice, parallel)
             if len(self._turns) >= _BOUND:
                 self._turns.clear()
             self._turns[key] = found

@@ -55,10 +55,10 @@ TURN_CHOICE: dict[str, str] = {
 }
 
 
-def turn_key(tools: Sequence[Tool[Any]], choice: Any) -> tuple[Any, ...]:
+def turn_key(tools: Sequence[Tool[Any]], choice: Any, parallel: bool) -> tuple[Any, ...]:
     """What a turn's grammar depends on beside the output type: the tools (by identity: a
-    `Tool` is its own) and which way ``tool_choice`` points."""
-    return (*tools, choice)
+    `Tool` is its own), which way ``tool_choice`` points, and whether calls may be several."""
+    return (*tools, choice, parallel)
 
 
 class Turn:
@@ -74,6 +74,7 @@ class Turn:
         dialect: Dialect,
         tools: Sequence[Tool[Any]],
         choice: Any,
+        parallel: bool,
     ) -> None:
         wire = TURN_CHOICE.get(dialect.name)
         if wire is None or dialect.compact is None:
@@ -91,7 +92,7 @@ class Turn:
         grammar = turn_grammar(
             answer,
             [(tool.name, _arguments(where, tool)) for tool in called],
-            MAX_CALLS,
+            MAX_CALLS if parallel else 1,
         )
         if grammar is None:
             raise UnsupportedConstraintError(

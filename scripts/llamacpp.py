@@ -14,6 +14,7 @@ CLI::
     python scripts/llamacpp.py install                 # build/fetch if needed, print the paths
     python scripts/llamacpp.py path [--what server]    # print the paths, install nothing
     python scripts/llamacpp.py serve [--port N]        # foreground server, Ctrl-C/SIGTERM stops it
+    python scripts/llamacpp.py serve --tools           # ... with the chat template for tools
     python scripts/llamacpp.py start --pidfile F       # background server for Make; prints base URL
     python scripts/llamacpp.py stop --pidfile F
 
@@ -140,6 +141,62 @@ GEMMA_CHAT_TEMPLATE: Final = """\
 {%- if add_generation_prompt -%}
     {{ '<start_of_turn>model\\n' }}
 {%- endif -%}"""
+
+#: The Gemma 3 template above renders no tools (nor tool calls and results), and Gemma 3's own
+#: template has none to offer, so a server given it finds no tool-call format: llama.cpp then
+#: accepts ``tools`` and ignores them. This one renders them the way Qwen 2.5's template does
+#: (Hermes: the tools as JSON within ``<tools></tools>``, each call as
+#: ``<tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>``, each result within
+#: ``<tool_response></tool_response>``) on Gemma's turns; llama.cpp then reads that format, and
+#: it is the syntax of lmclient's typed turn (`lmclient._output.turn`). ``start_server(tools=True)``
+#: passes it instead of the plain one.
+GEMMA_TOOLS_TEMPLATE: Final = """\
+{{- bos_token }}
+{%- if tools %}
+    {{- '<start_of_turn>user\\n' }}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- messages[0]['content'] + '\\n\\n' }}
+    {%- endif %}
+    {{- "You may call functions. Their signatures are within <tools></tools> XML tags:\\n<tools>" }}
+    {%- for tool in tools %}
+        {{- "\\n" }}
+        {{- tool | tojson }}
+    {%- endfor %}
+    {{- "\\n</tools>\\n\\nFor a function call, return a json object with the function name and \
+arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\"name\\": <function-name>, \
+\\"arguments\\": <args-json-object>}\\n</tool_call><end_of_turn>\\n" }}
+{%- elif messages[0]['role'] == 'system' %}
+    {{- '<start_of_turn>user\\n' + messages[0]['content'] + '<end_of_turn>\\n' }}
+{%- endif %}
+{%- for message in messages %}
+    {%- if message.role == "user" or (message.role == "assistant" and not message.tool_calls) %}
+        {{- '<start_of_turn>' + ('model' if message.role == 'assistant' else 'user') + '\\n' \
++ message.content + '<end_of_turn>\\n' }}
+    {%- elif message.role == "assistant" %}
+        {{- '<start_of_turn>model' }}
+        {%- if message.content %}
+            {{- '\\n' + message.content }}
+        {%- endif %}
+        {%- for tool_call in message.tool_calls %}
+            {%- if tool_call.function is defined %}
+                {%- set tool_call = tool_call.function %}
+            {%- endif %}
+            {{- '\\n<tool_call>\\n{"name": "' }}
+            {{- tool_call.name }}
+            {{- '", "arguments": ' }}
+            {{- tool_call.arguments | tojson }}
+            {{- '}\\n</tool_call>' }}
+        {%- endfor %}
+        {{- '<end_of_turn>\\n' }}
+    {%- elif message.role == "tool" %}
+        {{- '<start_of_turn>user\\n<tool_response>\\n' + message.content \
++ '\\n</tool_response><end_of_turn>\\n' }}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<start_of_turn>model\\n' }}
+{%- endif %}
+"""
 
 DEFAULT_PARALLEL: Final = 2
 DEFAULT_CTX: Final = 8192
@@ -751,18 +808,34 @@ def _install_model(inst: Installation, *, quiet: bool) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def chat_template_file(inst: Installation) -> Path:
-    """The Gemma chat template as a file in the cache, (re)written atomically when it differs."""
-    path = inst.cache_dir / "templates" / "gemma3-chat.jinja"
+def _template_file(inst: Installation, name: str, text: str) -> Path:
+    """A chat template as a file in the cache, (re)written atomically when it differs."""
+    path = inst.cache_dir / "templates" / name
     with contextlib.suppress(OSError):
-        if path.read_text(encoding="utf-8") == GEMMA_CHAT_TEMPLATE:
+        if path.read_text(encoding="utf-8") == text:
             return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".gemma3-chat-", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(GEMMA_CHAT_TEMPLATE)
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     return path
+
+
+def chat_template_file(inst: Installation) -> Path:
+    """The Gemma chat template as a file in the cache, (re)written atomically when it differs."""
+    return _template_file(inst, "gemma3-chat.jinja", GEMMA_CHAT_TEMPLATE)
+
+
+def tools_template_file(inst: Installation) -> Path:
+    """The Gemma chat template that renders tools (`GEMMA_TOOLS_TEMPLATE`) as a file in the
+    cache, (re)written atomically when it differs."""
+    return _template_file(inst, "gemma3-tools.jinja", GEMMA_TOOLS_TEMPLATE)
 
 
 def _free_port() -> int:
@@ -803,7 +876,9 @@ class LlamaServer:
     ``stop()`` sends SIGTERM, then SIGKILL, and always reaps the process; an atexit hook stops
     servers still running at interpreter exit. With ``die_with_parent`` (the default) and
     start() called on the main thread, the kernel also kills the server if this process dies
-    (e.g. a SIGKILLed pytest), so no llama-server is ever left behind.
+    (e.g. a SIGKILLed pytest), so no llama-server is ever left behind. With ``tools`` the
+    server is given the chat template that renders tools (`GEMMA_TOOLS_TEMPLATE`) instead of
+    the plain one.
     """
 
     def __init__(
@@ -820,6 +895,7 @@ class LlamaServer:
         installation: Installation | None = None,
         die_with_parent: bool = True,
         uds: Path | str | None = None,
+        tools: bool = False,
     ) -> None:
         if parallel < 1 or threads < 1:
             raise ValueError("parallel and threads must be >= 1")
@@ -841,6 +917,7 @@ class LlamaServer:
         self._log_path_arg = Path(log_path) if log_path is not None else None
         self._installation = installation
         self.uds = None if uds is None else str(uds)
+        self.tools = tools
         self._port: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_path: Path | None = None
@@ -897,6 +974,7 @@ class LlamaServer:
 
     def command(self, inst: Installation, port: int) -> list[str]:
         """The llama-server command line (loopback only)."""
+        template = tools_template_file(inst) if self.tools else chat_template_file(inst)
         cmd = [
             str(inst.server_binary),
             "-m",
@@ -904,7 +982,7 @@ class LlamaServer:
             "--alias",
             MODEL_ALIAS,
             "--chat-template-file",
-            str(chat_template_file(inst)),
+            str(template),
             "-t",
             str(self.threads),
             "-c",
@@ -1046,8 +1124,10 @@ def start_server(
     ready_timeout: float = DEFAULT_READY_TIMEOUT,
     log_path: Path | str | None = None,
     die_with_parent: bool = True,
+    tools: bool = False,
 ) -> LlamaServer:
-    """Install if needed, start a server and return it once ready (use ``with`` or ``.stop()``)."""
+    """Install if needed, start a server and return it once ready (use ``with`` or ``.stop()``).
+    ``tools``: with the chat template that renders tools (`GEMMA_TOOLS_TEMPLATE`)."""
     return LlamaServer(
         parallel=parallel,
         ctx=ctx,
@@ -1058,6 +1138,7 @@ def start_server(
         ready_timeout=ready_timeout,
         log_path=log_path,
         die_with_parent=die_with_parent,
+        tools=tools,
     ).start()
 
 
@@ -1140,6 +1221,9 @@ def _add_server_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-key", default=None)
     parser.add_argument("--log", type=Path, default=None, help="server log file")
     parser.add_argument("--ready-timeout", type=float, default=DEFAULT_READY_TIMEOUT)
+    parser.add_argument(
+        "--tools", action="store_true", help="use the chat template that renders tools"
+    )
 
 
 def _server_from_args(args: argparse.Namespace, die_with_parent: bool) -> LlamaServer:
@@ -1152,6 +1236,7 @@ def _server_from_args(args: argparse.Namespace, die_with_parent: bool) -> LlamaS
         ready_timeout=args.ready_timeout,
         log_path=args.log,
         die_with_parent=die_with_parent,
+        tools=args.tools,
     )
 
 

@@ -64,9 +64,12 @@ def grammar_of(dialect: str = "llamacpp", output_type: Any = Forecast, **params:
 def test_the_grammar_holds_the_branches_tool_choice_allows(
     choice: str | None, calls: bool, answer: bool
 ) -> None:
-    grammar = grammar_of(**({} if choice is None else {"tool_choice": choice}))
+    given = {} if choice is None else {"tool_choice": choice}
+    grammar = grammar_of(**given)
     assert gbnf_accepts(grammar, CALL) is calls
-    assert gbnf_accepts(grammar, CALL + "\n" + CLOCK_CALL) is calls
+    assert not gbnf_accepts(grammar, CALL + "\n" + CLOCK_CALL)  # one call a turn
+    parallel = grammar_of(**given, parallel_tool_calls=True)
+    assert gbnf_accepts(parallel, CALL + "\n" + CLOCK_CALL) is calls
     assert gbnf_accepts(grammar, ANSWER) is answer
     for text in (
         "It is sunny.",
@@ -88,8 +91,8 @@ def test_a_named_tool_allows_its_calls_only() -> None:
     assert not gbnf_accepts(grammar, ANSWER)
 
 
-def test_calls_are_bounded() -> None:
-    grammar = grammar_of(tool_choice="required")
+def test_parallel_calls_are_bounded() -> None:
+    grammar = grammar_of(tool_choice="required", parallel_tool_calls=True)
     assert gbnf_accepts(grammar, "\n".join([CALL] * MAX_CALLS))
     assert not gbnf_accepts(grammar, "\n".join([CALL] * (MAX_CALLS + 1)))
 
@@ -136,10 +139,12 @@ def test_a_bounded_turn_gets_the_max_tokens_of_its_longest_text() -> None:
     unbounded tool leaves it unbounded."""
     alone = body_of("llamacpp", Literal["yes", "no"])
     bounded = body_of("llamacpp", Literal["yes", "no"], tools=[WEATHER])
+    parallel = body_of("llamacpp", Literal["yes", "no"], tools=[WEATHER], parallel_tool_calls=True)
     unbounded = body_of("llamacpp", Literal["yes", "no"], tools=TOOLS)  # Clock.zone: any str
     longest = CALL.replace("Oslo", "\\uD83D\\uDE00" * 40)  # 40 characters, 12 bytes each
     assert alone["max_tokens"] == len(b"yes") + 1
-    assert bounded["max_tokens"] == MAX_CALLS * len(longest) + (MAX_CALLS - 1) + 1
+    assert bounded["max_tokens"] == len(longest) + 1
+    assert parallel["max_tokens"] == MAX_CALLS * len(longest) + (MAX_CALLS - 1) + 1
     assert "max_tokens" not in unbounded
 
 
@@ -177,6 +182,16 @@ def test_what_a_turn_cannot_hold_is_refused(
 ) -> None:
     with pytest.raises(lmclient.UnsupportedConstraintError, match=match):
         body_of("vllm", output_type, tools=TOOLS, **params)
+
+
+def test_parallel_tool_calls_without_an_output_type_is_refused() -> None:
+    """Without an output type the server's tool parser decides how many calls: lmclient does
+    not send a field it has not read each server's handling of."""
+    with pytest.raises(lmclient.UnsupportedConstraintError, match="typed turn"):
+        body_of("vllm", str, tools=TOOLS, parallel_tool_calls=True)
+    assert "parallel_tool_calls" not in body_of(
+        "vllm", Forecast, tools=TOOLS, parallel_tool_calls=True
+    )
 
 
 # -- the answer read back --------------------------------------------------------------------

@@ -5,11 +5,11 @@ one or the other, not both (vLLM refuses a named tool with structured outputs, S
 tool-call constraint, llama.cpp refuses a grammar with tools), so a client that wants a typed
 answer after tools pays a second request. lmclient writes both ways into one grammar: the calls
 in the syntax chat templates render (Hermes and Qwen 2.5's, which vLLM's ``hermes`` parser and
-llama.cpp's read), one after another on their own lines, each call's arguments in its tool's
-compact grammar; or the answer in its own. The same text on every server that takes a grammar,
-read by lmclient (`lmclient._tools.calls_in_text`): the turn does not depend on whether the
-server's tool parser is on. An answer never starts with ``<`` (JSON does not, and a choice
-whose option would is refused), so the first character tells the branch.
+llama.cpp's read), one (or, with ``parallel_tool_calls=True``, several on their own lines), each
+call's arguments in its tool's compact grammar; or the answer in its own. The same text on every
+server that takes a grammar, read by lmclient (`lmclient._tools.calls_in_text`): the turn does
+not depend on whether the server's tool parser is on. An answer never starts with ``<`` (JSON
+does not, and a choice whose option would is refused), so the first character tells the branch.
 """
 
 from __future__ import annotations
@@ -27,8 +27,10 @@ __all__ = ["CLOSE", "MAX_CALLS", "OPEN", "turn_grammar"]
 
 OPEN = "<tool_call>\n"
 CLOSE = "\n</tool_call>"
-# The calls one answer may make: bounded, as every repeat the model writes must be (a model that
-# calls the same tool forever is a runaway).
+# The calls one answer may make with ``parallel_tool_calls=True`` (else one): bounded, as every
+# repeat the model writes must be. Small models fill every slot with the same call (Gemma 3 270M
+# wrote 8 calls of weather("") a turn on llama.cpp, and took about four minutes for them on
+# vLLM on 2 cores), so one call a turn is the default, as `client.run` loops anyway.
 MAX_CALLS = 8
 
 

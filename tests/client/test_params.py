@@ -56,6 +56,7 @@ def test_every_parameter_of_the_table_is_accepted_with_a_good_value() -> None:
         "reasoning_effort": "low",
         "tools": (tool,),
         "tool_choice": tool,
+        "parallel_tool_calls": True,
         "model": "m",
         "headers": {"x-a": "b"},
         "request_id": "r1",

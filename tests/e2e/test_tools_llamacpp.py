@@ -6,16 +6,16 @@ generic tool-call fallback of older builds) then finds no tool-call format, so t
 accepts ``tools`` and ``tool_choice="required"`` and ignores both: the prompt does not mention
 the tools and the answer is plain text. Its /props says so (``chat_template_caps``), and
 lmclient refuses tools there before sending. Given a Gemma 3 template that renders tools and
-calls (the ``<tool_call>`` JSON format of Qwen 2.5's template, on Gemma's turns), the same
-build parses the model's calls and grammar-constrains their arguments: the tests below run a
-second server with it. The model's choices are not asserted (a 270M base model), only that
-the call validates and that streaming assembles the same call.
+calls (the ``<tool_call>`` JSON format of Qwen 2.5's template, on Gemma's turns: the project's
+own, ``scripts/llamacpp.py``'s ``GEMMA_TOOLS_TEMPLATE``), the same build parses the model's
+calls and grammar-constrains their arguments: the tests below run a second server with it
+(``start_server(tools=True)``). The model's choices are not asserted (a 270M base model), only
+that the call validates and that streaming assembles the same call.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import msgspec
 import pytest
@@ -24,53 +24,6 @@ import lmclient
 from lmclient import CallParams, Tool
 from scripts import llamacpp
 
-GEMMA3_TOOLS_TEMPLATE = """\
-{{- bos_token }}
-{%- if tools %}
-    {{- '<start_of_turn>user\\n' }}
-    {%- if messages[0]['role'] == 'system' %}
-        {{- messages[0]['content'] + '\\n\\n' }}
-    {%- endif %}
-    {{- "You may call functions. Their signatures are within <tools></tools> XML tags:\\n<tools>" }}
-    {%- for tool in tools %}
-        {{- "\\n" }}
-        {{- tool | tojson }}
-    {%- endfor %}
-    {{- "\\n</tools>\\n\\nFor a function call, return a json object with the function name and \
-arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\"name\\": <function-name>, \
-\\"arguments\\": <args-json-object>}\\n</tool_call><end_of_turn>\\n" }}
-{%- elif messages[0]['role'] == 'system' %}
-    {{- '<start_of_turn>user\\n' + messages[0]['content'] + '<end_of_turn>\\n' }}
-{%- endif %}
-{%- for message in messages %}
-    {%- if message.role == "user" or (message.role == "assistant" and not message.tool_calls) %}
-        {{- '<start_of_turn>' + ('model' if message.role == 'assistant' else 'user') + '\\n' \
-+ message.content + '<end_of_turn>\\n' }}
-    {%- elif message.role == "assistant" %}
-        {{- '<start_of_turn>model' }}
-        {%- if message.content %}
-            {{- '\\n' + message.content }}
-        {%- endif %}
-        {%- for tool_call in message.tool_calls %}
-            {%- if tool_call.function is defined %}
-                {%- set tool_call = tool_call.function %}
-            {%- endif %}
-            {{- '\\n<tool_call>\\n{"name": "' }}
-            {{- tool_call.name }}
-            {{- '", "arguments": ' }}
-            {{- tool_call.arguments | tojson }}
-            {{- '}\\n</tool_call>' }}
-        {%- endfor %}
-        {{- '<end_of_turn>\\n' }}
-    {%- elif message.role == "tool" %}
-        {{- '<start_of_turn>user\\n<tool_response>\\n' + message.content \
-+ '\\n</tool_response><end_of_turn>\\n' }}
-    {%- endif %}
-{%- endfor %}
-{%- if add_generation_prompt %}
-    {{- '<start_of_turn>model\\n' }}
-{%- endif %}
-"""
 PROMPT = "What is the weather in Oslo?"
 SMALL: CallParams = {"temperature": 0.0, "seed": 1, "max_tokens": 96}
 
@@ -87,14 +40,9 @@ NONE: CallParams = {**SMALL, "tools": [WEATHER], "tool_choice": "none"}
 
 
 @pytest.fixture(scope="module")
-def tools_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    template = Path(tmp_path_factory.mktemp("template")) / "gemma3-tools.jinja"
-    template.write_text(GEMMA3_TOOLS_TEMPLATE)
+def tools_url() -> Iterator[str]:
     llamacpp.ensure_installed()
-    # The last --chat-template-file wins over the one `LlamaServer` always passes.
-    with llamacpp.start_server(
-        parallel=1, extra_args=["--chat-template-file", str(template)]
-    ) as server:
+    with llamacpp.start_server(parallel=1, tools=True) as server:
         yield server.base_url
 
 
