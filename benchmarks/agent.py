@@ -497,8 +497,8 @@ validates; *requests* and *tokens* (prompt + completion, the server's usage) are
 task's whole loop, averaged over its valid tasks, and *all tokens ÷ valid tasks* counts the
 failed tasks' tokens too. *valid after a tool call* counts the valid tasks whose loop called the
 tool at least once (a model may answer without it: the model's choice, not the client's);
-*tool calls / task* counts every call run, over all tasks (a typed turn takes one to eight
-calls per request, as lmclient's grammar bounds them; llama.cpp parses several too);
+*tool calls / task* counts every call run, over all tasks (a typed turn takes one call per
+request, up to eight with `parallel_tool_calls=True`; llama.cpp parses several too);
 *max_turns* is a loop still calling after {MAX_TURNS} turns; *cut* an SDK answer cut at
 `max_tokens` (lmclient's is a `TruncatedError`). pydantic-ai is not in the run: it is not
 installed here, and the machine's network is loopback only. Every task's calls and answer are
