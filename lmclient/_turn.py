@@ -62,8 +62,9 @@ def turn_key(tools: Sequence[Tool[Any]], choice: Any, parallel: bool) -> tuple[A
 
 
 class Turn:
-    """A typed turn on one dialect: its request fields, encoded once, and which of them replace
-    the plan's constraint; the tools its calls are decoded with."""
+    """A typed turn on one dialect: its request fields, encoded once (they replace the plan's
+    constraint in the body), its token budget where every way is bounded, and the tools its
+    calls are decoded with."""
 
     __slots__ = ("budget", "fields", "tools")
 
@@ -139,6 +140,7 @@ def _answer(where: str, spec: OutputSpec[Any]) -> Mapping[str, Node]:
 
 
 def _arguments(where: str, tool: Tool[Any]) -> Mapping[str, Node]:
+    """The compact rules of a tool's arguments (a JSON object, `Tool`'s own check)."""
     from ._output.gbnf import compact_rules
 
     rules = compact_rules(tool.schema)
