@@ -14,41 +14,24 @@ strings, the grammar's bound on the calls (8) and ``max_tokens`` keep every turn
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import Any
 
-import msgspec
 import pytest
 
 import lmclient
 from lmclient import NoValueError, Tool, ToolCallParams
 from scripts import llamacpp
+from tests.e2e.turns import PROMPT, WEATHER, Answer, City, Sent, assert_answer, assert_calls
 
 # The run test makes up to MAX_TURNS requests; the fixture's start is not counted.
 pytestmark = pytest.mark.timeout(300, func_only=True)
 
-PROMPT = 'What is the weather in Oslo? Answer as JSON, like {"temperature": 20, "summary": "sun"}.'
 # One call a turn (the default): at temperature 0 this model fills every call slot that
 # ``parallel_tool_calls=True`` opens (8 of 27 tokens each, 216 tokens, measured).
 SMALL: ToolCallParams = {"temperature": 0.0, "seed": 1, "max_tokens": 160}
 REQUIRED: ToolCallParams = {**SMALL, "tool_choice": "required"}
 NONE: ToolCallParams = {**SMALL, "tool_choice": "none"}
 MAX_TURNS = 3
-
-City = Annotated[str, msgspec.Meta(max_length=40)]
-
-
-class Weather(msgspec.Struct):
-    """Get the weather for a city."""
-
-    city: City
-
-
-class Answer(msgspec.Struct):
-    temperature: Annotated[int, msgspec.Meta(ge=-90, le=60)]
-    summary: Annotated[str, msgspec.Meta(max_length=40)]
-
-
-WEATHER = Tool(Weather, name="weather")
 
 
 def weather(city: City) -> str:
@@ -59,25 +42,8 @@ def weather(city: City) -> str:
 RUNNABLE = Tool.from_function(weather)
 
 
-class Sent:
-    """A hook keeping the body of each request the client sends (``hook_content=True``)."""
-
-    def __init__(self) -> None:
-        self.bodies: list[dict[str, Any] | None] = []
-
-    def __call__(self, event: lmclient.HookEvent) -> None:
-        if isinstance(event, lmclient.RequestSent):  # a hook's failure would not fail the call
-            self.bodies.append(None if event.body is None else msgspec.json.decode(event.body))
-
-    def turns(self) -> list[dict[str, Any]]:
-        """The bodies sent, each checked to be a typed turn's (what reached the server)."""
-        bodies = [body for body in self.bodies if body is not None]
-        assert len(bodies) == len(self.bodies), "a RequestSent without its body"
-        for body in bodies:
-            assert body["tool_choice"] == "none", body["tool_choice"]
-            assert [tool["function"]["name"] for tool in body["tools"]] == ["weather"]
-            assert isinstance(body["grammar"], str) and body["grammar"].startswith("root ::=")
-        return bodies
+def llamacpp_grammar(body: dict[str, Any]) -> Any:
+    return body["grammar"]
 
 
 @pytest.fixture(scope="module")
@@ -91,24 +57,8 @@ def client(server: llamacpp.LlamaServer, sent: Sent) -> lmclient.Client:
     return lmclient.Client(server.base_url, hooks=[sent], hook_content=True)
 
 
-def assert_calls(response: lmclient.Response[Answer, Weather]) -> None:
-    assert response.tool_calls, f"no call: {response.text!r}"
-    for call in response.tool_calls:
-        assert call.name == "weather" and isinstance(call.arguments, Weather)
-        assert msgspec.json.decode(call.raw_arguments) == msgspec.to_builtins(call.arguments)
-    assert response.values == []
-    with pytest.raises(NoValueError):
-        response.value  # noqa: B018
-
-
-def assert_answer(response: lmclient.Response[Answer, Weather]) -> None:
-    assert response.tool_calls == (), response.text
-    assert isinstance(response.value, Answer), response.text
-    assert response.values == [response.value]
-
-
 def test_required_is_calls(tools_server: llamacpp.LlamaServer) -> None:
-    sent = Sent()
+    sent = Sent(llamacpp_grammar)
     with client(tools_server, sent) as c:
         response = c.create(PROMPT, Answer, tools=[WEATHER], **REQUIRED)
     assert_calls(response)
@@ -117,7 +67,7 @@ def test_required_is_calls(tools_server: llamacpp.LlamaServer) -> None:
 
 
 def test_none_is_the_answer(tools_server: llamacpp.LlamaServer) -> None:
-    sent = Sent()
+    sent = Sent(llamacpp_grammar)
     with client(tools_server, sent) as c:
         response = c.create(PROMPT, Answer, tools=[WEATHER], **NONE)
     assert_answer(response)
@@ -136,7 +86,7 @@ def test_the_template_renders_the_tools(tools_server: llamacpp.LlamaServer) -> N
 
 
 def test_auto_is_one_or_the_other(tools_server: llamacpp.LlamaServer) -> None:
-    sent = Sent()
+    sent = Sent(llamacpp_grammar)
     with client(tools_server, sent) as c:
         response = c.create(PROMPT, Answer, tools=[WEATHER], **SMALL)
     if response.tool_calls:
@@ -148,7 +98,7 @@ def test_auto_is_one_or_the_other(tools_server: llamacpp.LlamaServer) -> None:
 
 
 def test_a_streamed_turn_has_the_same_calls(tools_server: llamacpp.LlamaServer) -> None:
-    sent = Sent()
+    sent = Sent(llamacpp_grammar)
     with client(tools_server, sent) as c:
         whole = c.create(PROMPT, Answer, tools=[WEATHER], **REQUIRED)
         with c.stream(PROMPT, Answer, tools=[WEATHER], **REQUIRED) as stream:
@@ -166,7 +116,7 @@ def test_a_streamed_turn_has_the_same_calls(tools_server: llamacpp.LlamaServer) 
 
 
 def test_run_ends_in_an_answer_or_at_max_turns(tools_server: llamacpp.LlamaServer) -> None:
-    sent = Sent()
+    sent = Sent(llamacpp_grammar)
     with client(tools_server, sent) as c:
         try:
             response = c.run(PROMPT, Answer, tools=[RUNNABLE], max_turns=MAX_TURNS, **SMALL)

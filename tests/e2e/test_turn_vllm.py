@@ -12,105 +12,63 @@ here, so four short requests in all.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-import msgspec
 import pytest
 
 import lmclient
-from lmclient import NoValueError, Tool, ToolCallParams
+from lmclient import ToolCallParams
+from tests.e2e.turns import PROMPT, WEATHER, Answer, Sent, assert_answer, assert_calls
 
 # The first test also waits for the server to start (minutes on 2 cores): not part of the bound.
 pytestmark = pytest.mark.timeout(300, func_only=True)
 
-PROMPT = 'What is the weather in Oslo? Answer as JSON, like {"temperature": 20, "summary": "sun"}.'
 # One call a turn (the default): at temperature 0 this model repeats its call into every slot
 # ``parallel_tool_calls=True`` opens (8: some 330 tokens, four minutes here, measured).
 SMALL: ToolCallParams = {"temperature": 0.0, "seed": 1, "max_tokens": 120}
 REQUIRED: ToolCallParams = {**SMALL, "tool_choice": "required"}
 NONE: ToolCallParams = {**SMALL, "tool_choice": "none"}
-
-
-class Weather(msgspec.Struct):
-    """Get the weather for a city."""
-
-    city: Annotated[str, msgspec.Meta(max_length=40)]
-
-
-class Answer(msgspec.Struct):
-    temperature: Annotated[int, msgspec.Meta(ge=-90, le=60)]
-    summary: Annotated[str, msgspec.Meta(max_length=40)]
-
-
-WEATHER = Tool(Weather, name="weather")
 NAMED: ToolCallParams = {**SMALL, "tool_choice": WEATHER}
 
 
-class Sent:
-    """A hook keeping the body of each request the client sends (``hook_content=True``)."""
-
-    def __init__(self) -> None:
-        self.bodies: list[dict[str, Any] | None] = []
-
-    def __call__(self, event: lmclient.HookEvent) -> None:
-        if isinstance(event, lmclient.RequestSent):  # a hook's failure would not fail the call
-            self.bodies.append(None if event.body is None else msgspec.json.decode(event.body))
-
-    def turn(self) -> str:
-        """The one request sent, checked to be a typed turn's; its grammar."""
-        [body] = self.bodies
-        assert body is not None, "a RequestSent without its body"
-        assert body["tool_choice"] == "none", body["tool_choice"]
-        assert [tool["function"]["name"] for tool in body["tools"]] == ["weather"]
-        grammar = body["structured_outputs"]["grammar"]
-        assert isinstance(grammar, str) and grammar.startswith("root ::=")
-        return grammar
+def vllm_grammar(body: dict[str, Any]) -> Any:
+    return body["structured_outputs"]["grammar"]
 
 
-def assert_calls(response: lmclient.Response[Answer, Weather]) -> None:
-    assert response.tool_calls, f"no call: {response.text!r}"
-    for call in response.tool_calls:
-        assert call.name == "weather" and isinstance(call.arguments, Weather)
-        assert msgspec.json.decode(call.raw_arguments) == msgspec.to_builtins(call.arguments)
-    assert response.values == []
-    with pytest.raises(NoValueError):
-        response.value  # noqa: B018
-
-
-def assert_answer(response: lmclient.Response[Answer, Weather]) -> None:
-    assert response.tool_calls == (), response.text
-    assert isinstance(response.value, Answer), response.text
-    assert response.values == [response.value]
+def turn(sent: Sent) -> str:
+    """The one request sent, checked to be a typed turn's; its grammar."""
+    [body] = sent.turns()
+    return str(vllm_grammar(body))
 
 
 def test_required_is_calls(vllm_url: str) -> None:
-    sent = Sent()
+    sent = Sent(vllm_grammar)
     with lmclient.Client(vllm_url, hooks=[sent], hook_content=True) as client:
         response = client.create(PROMPT, Answer, tools=[WEATHER], **REQUIRED)
     assert_calls(response)
     assert len(response.tool_calls) == 1  # one call a turn, the default
-    grammar = sent.turn()
+    grammar = turn(sent)
     assert "<tool_call>" in grammar and "temperature" not in grammar
 
 
 def test_none_is_the_answer(vllm_url: str) -> None:
-    sent = Sent()
+    sent = Sent(vllm_grammar)
     with lmclient.Client(vllm_url, hooks=[sent], hook_content=True) as client:
         response = client.create(PROMPT, Answer, tools=[WEATHER], **NONE)
     assert_answer(response)
-    grammar = sent.turn()
+    grammar = turn(sent)
     assert "<tool_call>" not in grammar and "temperature" in grammar
 
 
 def test_auto_is_one_or_the_other(vllm_url: str) -> None:
-    sent = Sent()
+    sent = Sent(vllm_grammar)
     with lmclient.Client(vllm_url, hooks=[sent], hook_content=True) as client:
         response = client.create(PROMPT, Answer, tools=[WEATHER], **SMALL)
     if response.tool_calls:
         assert_calls(response)
     else:
         assert_answer(response)
-    grammar = sent.turn()
+    grammar = turn(sent)
     assert "<tool_call>" in grammar and "temperature" in grammar
 
 
