@@ -59,7 +59,8 @@ if TYPE_CHECKING:
     )
     from ._headers import Headers
     from ._media import Audio, Image, Media, Video
-    from ._output.markers import Choice, Grammar, JsonSchema, Regex
+    from ._output.markers import Choice, Grammar, JsonSchema, Regex, Tagged
+    from ._output.tagged import TaggedRegion, TaggedText
     from ._params import CallParams, CreateParams, FileParams, ToolCallParams
     from ._progress import Progress
     from ._response import Response
@@ -123,6 +124,9 @@ _LAZY = {
     "Grammar": "_output.markers",
     "JsonSchema": "_output.markers",
     "Regex": "_output.markers",
+    "Tagged": "_output.markers",
+    "TaggedRegion": "_output.tagged",
+    "TaggedText": "_output.tagged",
     "Tool": "_tools",
     "ToolCall": "_tools",
 }
@@ -187,6 +191,9 @@ __all__ = [
     "ServerInfo",
     "Stream",
     "StreamFinished",
+    "Tagged",
+    "TaggedRegion",
+    "TaggedText",
     "TokenBudgetExceeded",
     "TokenLogprob",
     "Tool",

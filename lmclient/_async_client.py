@@ -26,7 +26,7 @@ from ._embeddings import (
     tokenize_call,
 )
 from ._hooks import Hook, Observer, Watch
-from ._output.markers import Choice, Grammar, JsonSchema, Regex
+from ._output.markers import Choice, Grammar, JsonSchema, Regex, Tagged
 from ._params import NO_PROMPT, Prompt
 from ._proxies import environment_proxy
 from ._request import Timeouts
@@ -43,6 +43,7 @@ from ._usage import Many, UsageTotal
 if TYPE_CHECKING:
     from typing_extensions import Self, TypeForm, Unpack
 
+    from ._output.tagged import TaggedText
     from ._params import CallParams, CreateParams, ToolCallParams, ToolCreateParams
     from ._tools import Tool
 
@@ -132,6 +133,10 @@ class AsyncClient(AsyncScoring):
     ) -> str: ...
     @overload
     async def generate(
+        self, prompt: Prompt, output_type: Tagged[T], **params: Unpack[CallParams]
+    ) -> TaggedText[T]: ...
+    @overload
+    async def generate(
         self, prompt: Prompt, output_type: JsonSchema, **params: Unpack[CallParams]
     ) -> Any: ...
     async def generate(
@@ -150,6 +155,10 @@ class AsyncClient(AsyncScoring):
     async def complete(
         self, prompt: str, output_type: Regex | Grammar | Choice, **params: Unpack[CallParams]
     ) -> str: ...
+    @overload
+    async def complete(
+        self, prompt: str, output_type: Tagged[T], **params: Unpack[CallParams]
+    ) -> TaggedText[T]: ...
     @overload
     async def complete(
         self, prompt: str, output_type: JsonSchema, **params: Unpack[CallParams]
@@ -195,6 +204,15 @@ class AsyncClient(AsyncScoring):
         endpoint: Endpoint = ...,
         **params: Unpack[CreateParams],
     ) -> Response[str]: ...
+    @overload
+    async def create(
+        self,
+        prompt: Prompt,
+        output_type: Tagged[T],
+        *,
+        endpoint: Endpoint = ...,
+        **params: Unpack[CreateParams],
+    ) -> Response[TaggedText[T]]: ...
     @overload
     async def create(
         self,
@@ -283,6 +301,15 @@ class AsyncClient(AsyncScoring):
         endpoint: Endpoint = ...,
         **params: Unpack[CallParams],
     ) -> AsyncStream[str]: ...
+    @overload
+    def stream(
+        self,
+        prompt: Prompt,
+        output_type: Tagged[T],
+        *,
+        endpoint: Endpoint = ...,
+        **params: Unpack[CallParams],
+    ) -> AsyncStream[TaggedText[T]]: ...
     @overload
     def stream(
         self,

@@ -27,7 +27,7 @@ from ._embeddings import (
     tokenize_call,
 )
 from ._hooks import Hook, Observer, Watch
-from ._output.markers import Choice, Grammar, JsonSchema, Regex
+from ._output.markers import Choice, Grammar, JsonSchema, Regex, Tagged
 from ._params import NO_PROMPT, Prompt
 from ._proxies import environment_proxy
 from ._request import Timeouts
@@ -44,6 +44,7 @@ from ._usage import Many, UsageTotal
 if TYPE_CHECKING:
     from typing_extensions import Self, TypeForm, Unpack
 
+    from ._output.tagged import TaggedText
     from ._params import CallParams, CreateParams, ToolCallParams, ToolCreateParams
     from ._tools import Tool
 
@@ -133,6 +134,10 @@ class Client(Scoring):
     ) -> str: ...
     @overload
     def generate(
+        self, prompt: Prompt, output_type: Tagged[T], **params: Unpack[CallParams]
+    ) -> TaggedText[T]: ...
+    @overload
+    def generate(
         self, prompt: Prompt, output_type: JsonSchema, **params: Unpack[CallParams]
     ) -> Any: ...
     def generate(self, prompt: Prompt = NO_PROMPT, output_type: Any = str, **params: Any) -> Any:
@@ -149,6 +154,10 @@ class Client(Scoring):
     def complete(
         self, prompt: str, output_type: Regex | Grammar | Choice, **params: Unpack[CallParams]
     ) -> str: ...
+    @overload
+    def complete(
+        self, prompt: str, output_type: Tagged[T], **params: Unpack[CallParams]
+    ) -> TaggedText[T]: ...
     @overload
     def complete(
         self, prompt: str, output_type: JsonSchema, **params: Unpack[CallParams]
@@ -192,6 +201,15 @@ class Client(Scoring):
         endpoint: Endpoint = ...,
         **params: Unpack[CreateParams],
     ) -> Response[str]: ...
+    @overload
+    def create(
+        self,
+        prompt: Prompt,
+        output_type: Tagged[T],
+        *,
+        endpoint: Endpoint = ...,
+        **params: Unpack[CreateParams],
+    ) -> Response[TaggedText[T]]: ...
     @overload
     def create(
         self,
@@ -277,6 +295,15 @@ class Client(Scoring):
         endpoint: Endpoint = ...,
         **params: Unpack[CallParams],
     ) -> Stream[str]: ...
+    @overload
+    def stream(
+        self,
+        prompt: Prompt,
+        output_type: Tagged[T],
+        *,
+        endpoint: Endpoint = ...,
+        **params: Unpack[CallParams],
+    ) -> Stream[TaggedText[T]]: ...
     @overload
     def stream(
         self,

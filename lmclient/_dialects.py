@@ -91,6 +91,9 @@ class Dialect:
     choice: Callable[[tuple[str, ...]], Fields] | None = None
     grammar: Callable[[str], Fields] | None = None
     grammar_syntaxes: frozenset[str] = frozenset()
+    # Where a `Tagged` output's structural tag goes (xgrammar's ``format``); ``None``: the
+    # server has none, and the same language goes as a GBNF grammar where it takes one.
+    structural: Callable[[dict[str, Any]], Fields] | None = None
     # Where lmclient's compact GBNF (`_gbnf`) goes instead of the schema; ``None``: the server
     # has no field honoured for it, and its own converter's whitespace stands.
     compact: Callable[[str], Fields] | None = None
@@ -204,8 +207,11 @@ class Dialect:
             )
         if spec.kind == "grammar":
             able = [d.name for d in DIALECTS.values() if spec.syntax in d.grammar_syntaxes]
+            what = f"a {spec.syntax} grammar"
+            if spec.structural is not None:
+                what = "a Tagged output (it needs a structural tag or a GBNF grammar)"
             raise UnsupportedConstraintError(
-                f"dialect {self.name!r} cannot take a {spec.syntax} grammar; "
+                f"dialect {self.name!r} cannot take {what}; "
                 f"dialect= values that can: {', '.join(able)}" + self.advice
             )
         assert spec.schema is not None and spec.decode_json is not None
@@ -239,6 +245,8 @@ class Dialect:
             return self.grammar(spec.grammar)  # a scalar's exact GBNF where there is no regex
         if spec.kind == "choice" and self.choice is not None:
             return self.choice(spec.options)
+        if spec.kind == "grammar" and spec.structural is not None and self.structural is not None:
+            return self.structural(spec.structural)
         if spec.kind == "grammar" and self.grammar and spec.syntax in self.grammar_syntaxes:
             assert spec.grammar is not None
             return self.grammar(spec.grammar)
@@ -272,6 +280,17 @@ _JSON_OBJECT: Fields = {"response_format": {"type": "json_object"}}
 
 def _so(key: str) -> Callable[[Any], Fields]:
     return lambda value: {"structured_outputs": {key: list(value) if key == "choice" else value}}
+
+
+def _vllm_structural(format: dict[str, Any]) -> Fields:
+    # a JSON *string* on vLLM (its field is typed ``str``; an object is a 400), read by its
+    # xgrammar backend, the default
+    tag = msgspec.json.encode({"type": "structural_tag", "format": format}).decode()
+    return {"structured_outputs": {"structural_tag": tag}}
+
+
+def _sglang_structural(format: dict[str, Any]) -> Fields:
+    return {"response_format": {"type": "structural_tag", "format": format}}
 
 
 def _top(key: str) -> Callable[[Any], Fields]:
@@ -339,6 +358,7 @@ DIALECTS: dict[str, Dialect] = _dialects(
         grammar=_so("grammar"),
         grammar_syntaxes=frozenset({"gbnf", "lark"}),
         compact=_so("grammar"),
+        structural=_vllm_structural,
         json_whitespace=_VLLM_WHITESPACE,
         native_choice=True,
     ),
@@ -363,6 +383,7 @@ DIALECTS: dict[str, Dialect] = _dialects(
         grammar=_top("ebnf"),
         grammar_syntaxes=_GBNF,
         compact=_top("ebnf"),  # both endpoints; xgrammar (the default) and llguidance read GBNF
+        structural=_sglang_structural,  # both endpoints: xgrammar's StructuralTag, validated
         json_whitespace="any; server flags only (--constrained-json-disable-any-whitespace, …)",
     ),
     Dialect(

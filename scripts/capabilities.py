@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from lmclient import Grammar, Regex, UnsupportedConstraintError
+from lmclient import Grammar, Regex, Tagged, UnsupportedConstraintError
 from lmclient._dialects import DIALECTS, Fields
 from lmclient._output.types import compile_output
 from lmclient._reasoning import reasoning_fields
@@ -34,6 +34,7 @@ COLUMNS: list[tuple[str, Any]] = [
     ("Grammar gbnf", Grammar('root ::= "a"')),
     ("Grammar lark", Grammar('start: "a"', syntax="lark")),
     ("Any JSON", Any),
+    ("Tagged", Tagged(_Object)),
 ]
 
 

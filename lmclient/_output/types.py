@@ -22,7 +22,7 @@ import msgspec
 from lmclient.errors import ValidationError
 
 from .depth import DECODE_ERRORS, MAX_DEPTH, guarded_decoder, type_depth
-from .markers import Choice, Grammar, JsonSchema, Regex
+from .markers import Choice, Grammar, JsonSchema, Regex, Tagged
 from .patterns import DECIMAL_PATTERN, INT_KEY_PATTERN, SCALAR_GBNF, SCALAR_PATTERNS, anchored
 
 if typing.TYPE_CHECKING:
@@ -58,6 +58,7 @@ OUTPUT_TYPES = (
     "lmclient.Regex",
     "lmclient.Grammar",
     "lmclient.JsonSchema",
+    "lmclient.Tagged",
 )
 
 T = TypeVar("T")
@@ -80,6 +81,9 @@ class OutputSpec(Generic[T]):
     grammar: str | None = None  # a Grammar's text; for scalars, their literal's exact GBNF
     syntax: str = "gbnf"
     element_type: Any = None  # for JSON-array outputs: the type of one element (streaming items)
+    # A `Tagged` output's structural tag (xgrammar's ``format``), for the servers that read one
+    # in place of ``grammar`` (its GBNF)
+    structural: dict[str, Any] | None = None
 
     @functools.cached_property
     def compact(self) -> CompactGrammar | None:
@@ -172,6 +176,8 @@ def _compile(tp: Any) -> OutputSpec[Any]:
         )
     if isinstance(tp, Choice):
         return _choice_spec(tp, {o: o for o in tp.options})
+    if isinstance(tp, Tagged):
+        return _tagged_spec(tp)
     if tp is bool or tp is int or tp is float:
         return _scalar_spec(tp)
     if typing.get_origin(tp) is Literal:
@@ -296,6 +302,58 @@ def _choice_spec(tp: Any, mapping: dict[str, Any]) -> OutputSpec[Any]:
         decode_json=_from_json_string(decode, tp),
         options=options,
     )
+
+
+def _tagged_spec(tp: Tagged[Any]) -> OutputSpec[Any]:
+    """A `Tagged` output: a grammar (GBNF, and the same as a structural tag) of prose and
+    regions, each region's content its element's compact rules."""
+    from .gbnf import finished
+    from .gbnf_ir import Lit, alt
+    from .tagged import TaggedDecoder, structural_format, tagged_grammar
+
+    element = compile_output(tp.type)
+    decode: Callable[[str], Any]
+    if element.kind == "text":
+        content, decode = None, element.decode
+    elif element.kind == "choice":
+        content, decode = {"root": alt(*(Lit(o) for o in element.options))}, element.decode
+    elif element.kind in ("json", "any") or tp.type in (int, float, bool):
+        content, decode = _compact_rules_of(tp, element), element.decode_json  # type: ignore[assignment]
+    else:
+        raise TypeError(
+            f"a Tagged region holds a JSON type, a choice (Literal, Enum, Choice), int, float, "
+            f"bool or str, not {tp.type!r}"
+        )
+    grammar = finished(tagged_grammar(tp.tag, content, tp.at_least, tp.at_most))
+    content_grammar = None if content is None else finished(dict(content))
+    if grammar is None or (content is not None and content_grammar is None):
+        raise TypeError(f"{tp!r}: a repeat count in its grammar is over what llama.cpp takes")
+    return OutputSpec(
+        tp,
+        "grammar",
+        tp.tag,
+        decode=TaggedDecoder(tp.tag, decode, tp.at_least, tp.at_most, tp),
+        grammar=grammar.text,
+        structural=structural_format(
+            tp.tag,
+            None if content_grammar is None else content_grammar.text,
+            tp.at_least,
+            tp.at_most,
+        ),
+    )
+
+
+def _compact_rules_of(tp: Tagged[Any], element: OutputSpec[Any]) -> dict[str, Any]:
+    from .gbnf import compact_rules
+
+    assert element.schema is not None
+    rules = compact_rules(element.schema)
+    if rules is None:
+        raise TypeError(
+            f"a Tagged region's content is written in lmclient's compact grammar, which does not "
+            f"cover the JSON schema of {tp.type!r} (the debug log says why)"
+        )
+    return rules
 
 
 def _msgspec_spec(tp: Any) -> OutputSpec[Any]:

@@ -23,6 +23,7 @@ from ._recording import message_text
 from ._regex_gen import regex_instance
 from ._schema_instance import schema_instance
 from ._script import Reply
+from ._structural import structural_text
 from ._tools import scripted_calls, tool_calls_for
 from ._wire import Answer, FakeResponse, error_response, estimate_tokens
 
@@ -99,6 +100,8 @@ def answer_text(constraint: Constraint, seed: int, default_text: str) -> str:
         return str(random.Random(seed).choice(value))
     if kind == "grammar":
         return grammar_text(value, seed)
+    if kind == "structural_tag":
+        return structural_text(value, seed)
     return default_text
 
 

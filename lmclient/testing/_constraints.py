@@ -24,7 +24,9 @@ from ._errors import ConstraintError
 
 __all__ = ["Constraint", "ConstraintKind", "read_constraint", "served_constraint"]
 
-ConstraintKind = Literal["json_schema", "json_object", "regex", "choice", "grammar", "none"]
+ConstraintKind = Literal[
+    "json_schema", "json_object", "regex", "choice", "grammar", "structural_tag", "none"
+]
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,9 @@ class Constraint:
 
     ``value`` depends on ``kind``: the schema (``dict`` or ``bool``) for ``json_schema``, the
     pattern for ``regex``, the list of options for ``choice``, the grammar text for
-    ``grammar``, and ``None`` for ``json_object`` and ``none``. ``field`` names where it was
+    ``grammar``, the structural tag (an object: ``{"type": "structural_tag", "format": ...}``,
+    or the older ``structures`` + ``triggers``) for ``structural_tag``, and ``None`` for
+    ``json_object`` and ``none``. ``field`` names where it was
     found, e.g. ``"structured_outputs.json"`` or ``"response_format"``.
     """
 
@@ -74,7 +78,8 @@ def served_constraint(body: object, server: str | None, endpoint: str) -> Constr
 
 
 def _structured_outputs(body: Mapping[str, Any]) -> Constraint | None:
-    """vLLM >= 0.10.2: ``structured_outputs: {json | regex | choice | grammar | json_object}``."""
+    """vLLM >= 0.10.2: ``structured_outputs: {json | regex | choice | grammar | json_object |
+    structural_tag}`` (the last a JSON string)."""
     so = body.get("structured_outputs")
     if so is None:
         return None
@@ -83,7 +88,13 @@ def _structured_outputs(body: Mapping[str, Any]) -> Constraint | None:
     if so.get("json_object"):
         return Constraint("json_object", None, "structured_outputs.json_object")
     return _first_of(
-        so, "structured_outputs.", json="json", regex="regex", choice="choice", grammar="grammar"
+        so,
+        "structured_outputs.",
+        json="json",
+        regex="regex",
+        choice="choice",
+        grammar="grammar",
+        structural_tag="structural_tag",
     )
 
 
@@ -125,6 +136,8 @@ def _response_format(body: Mapping[str, Any]) -> Constraint | None:
         return Constraint("json_object", None, field)
     if kind == "regex":  # TGI
         return _regex(rf.get("value"), field)
+    if kind == "structural_tag":  # vLLM, SGLang: the object itself
+        return _structural_tag(dict(rf), field)
     raise ConstraintError(f"unsupported response_format type {kind!r}")
 
 
@@ -171,11 +184,28 @@ def _grammar(value: Any, field: str) -> Constraint:
     return Constraint("grammar", value, field)
 
 
+def _structural_tag(value: Any, field: str) -> Constraint:
+    if isinstance(value, str):  # vLLM's structured_outputs.structural_tag: a JSON string
+        try:
+            value = msgspec.json.decode(value)
+        except msgspec.DecodeError as exc:
+            raise ConstraintError(f"{field}: the structural tag is not JSON ({exc})") from None
+    if not isinstance(value, dict) or not (
+        isinstance(value.get("format"), dict) or isinstance(value.get("structures"), list)
+    ):
+        raise ConstraintError(
+            f"{field}: a structural tag is an object with a 'format' (or 'structures' and "
+            "'triggers')"
+        )
+    return Constraint("structural_tag", value, field)
+
+
 _PARSERS: dict[str, Callable[[Any, str], Constraint]] = {
     "json": _schema,
     "regex": _regex,
     "choice": _choice,
     "grammar": _grammar,
+    "structural_tag": _structural_tag,
 }
 _Reader = Callable[[Mapping[str, Any]], "Constraint | None"]
 _READERS: tuple[_Reader, ...] = (_structured_outputs, _guided, _response_format, _top_level)

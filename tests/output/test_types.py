@@ -201,7 +201,8 @@ _TAKES = (
     "It takes str, int, float, bool, Literal, Enum, msgspec.Struct, dataclass, TypedDict,"
     " NamedTuple, list[T], dict[str, T], union, Optional, Annotated[T, msgspec.Meta(...)],"
     " datetime, UUID, Decimal, typing.Any, pydantic BaseModel, lmclient.Choice, lmclient.Regex,"
-    " lmclient.Grammar, lmclient.JsonSchema, and these nested; make a class of your own a"
+    " lmclient.Grammar, lmclient.JsonSchema, lmclient.Tagged, and these nested; make a class of"
+    " your own a"
     " msgspec.Struct or a dataclass (docs/output-types.md)"
 )
 _PLAIN = f"type {_Plain!r} is not supported"

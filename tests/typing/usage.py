@@ -75,6 +75,19 @@ async def output_types(client: lmclient.Client, aclient: lmclient.AsyncClient) -
     assert_type(client.stream("x", Literal["a"]), lmclient.Stream[Literal["a"]])
     assert_type(client.generate("x", lmclient.Choice(["a", "b"])), str)
     assert_type(client.generate("x", lmclient.JsonSchema({"type": "integer"})), Any)
+    tagged = client.generate("x", lmclient.Tagged(Person))
+    assert_type(tagged, lmclient.TaggedText[Person])
+    assert_type(tagged.value, Person)
+    assert_type(tagged.regions[0].value, Person)
+    assert_type(tagged.values, list[Person])
+    assert_type(
+        client.create("x", lmclient.Tagged(Literal["a", "b"], "pick")).value,
+        lmclient.TaggedText[Literal["a", "b"]],
+    )
+    assert_type(
+        await aclient.generate("x", lmclient.Tagged(int, at_most=None)), lmclient.TaggedText[int]
+    )
+    assert_type(client.stream("x", lmclient.Tagged(str)), lmclient.Stream[lmclient.TaggedText[str]])
     client.generate("x", 42)  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue, reportArgumentType]
     client.complete("x", 1.5)  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue, reportArgumentType]
     client.create("x", [int])  # type: ignore[call-overload]  # pyright: ignore[reportCallIssue, reportArgumentType]
