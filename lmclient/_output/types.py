@@ -331,7 +331,7 @@ def _tagged_spec(tp: Tagged[Any]) -> OutputSpec[Any]:
     return OutputSpec(
         tp,
         "grammar",
-        tp.tag,
+        "Tagged",
         decode=TaggedDecoder(tp.tag, decode, tp.at_least, tp.at_most, tp),
         grammar=grammar.text,
         structural=structural_format(

@@ -41,11 +41,13 @@ def base_url(llama: llamacpp.LlamaServer) -> str:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The first test to use the vLLM server waits for it to start: a minute or two, more on a
     loaded machine. That wait is bounded by the server's own readiness deadline, so the test's
-    timeout (the guard against a hang) counts the test function only."""
+    timeout (the guard against a hang) counts the test function only: the module's or the
+    test's own timeout where it has one, else the suite's."""
     for item in items:
         if "vllm_server" in getattr(item, "fixturenames", ()):
-            timeout = float(item.config.getini("timeout"))
-            item.add_marker(pytest.mark.timeout(timeout, func_only=True))
+            own = item.get_closest_marker("timeout")
+            timeout = float(own.args[0] if own is not None else item.config.getini("timeout"))
+            item.add_marker(pytest.mark.timeout(timeout, func_only=True), append=False)
 
 
 @pytest.fixture(scope="session")
