@@ -151,16 +151,29 @@ class Attempts(msgspec.Struct, kw_only=True):
 
 
 def name_request(exc: errors.LMClientError, request: PreparedRequest) -> None:
-    """Add the request's method and path to the message of ``exc`` (once). An invalid output
-    (`ValidationError`) is about the model's text, a spent budget about the call's answers,
-    and a closed client about the client, not a request: they keep their messages."""
+    """Add the request's method and path to the message of ``exc`` (once), and to a 404 at an
+    OpenAI path without ``/v1`` its likely cause. An invalid output (`ValidationError`) is about the
+    model's text, a spent budget about the call's answers, and a closed client about the
+    client, not a request: they keep their messages."""
     unnamed = (errors.ValidationError, errors.TokenBudgetExceeded, errors.ClientClosedError)
     if isinstance(exc, unnamed) or not exc.args:
         return
-    named = f"({request.method} {httpx.URL(request.url).path})"
+    path = httpx.URL(request.url).path
+    named = f"({request.method} {path})"
     message = str(exc.args[0])
     if not message.endswith(named):
+        if isinstance(exc, errors.NotFoundError) and "/v1/" not in path and path.endswith(_V1):
+            suffix = next(end for end in _V1 if path.endswith(end))
+            base = str(request.url).split("?", 1)[0].removesuffix(suffix)
+            named += (
+                ": the base URL likely lacks the /v1 under which OpenAI-compatible servers "
+                f"answer (base_url='{base}/v1')"
+            )
         exc.args = (f"{message} {named}", *exc.args[1:])
+
+
+# The OpenAI paths, which servers answer under /v1 (their own, /tokenize, /rerank, ..., at the root)
+_V1 = ("/chat/completions", "/completions", "/embeddings", "/models")
 
 
 def deadline_at(settings: CallSettings) -> float | None:

@@ -182,6 +182,35 @@ def test_a_base_url_without_v1_is_named_as_the_cause() -> None:
     )
 
 
+@pytest.mark.parametrize("endpoint", ["chat", "completions"])
+def test_a_404_at_an_openai_path_without_v1_names_the_cause(endpoint: Any) -> None:
+    """A client with its model named never lists the models: its call's own 404 says it."""
+    fake = FakeLLM()
+    with fake.serve() as url:
+        root = url.removesuffix("/v1")
+        with (
+            lmclient.Client(root, model="m", dialect="vllm", max_retries=0) as client,
+            pytest.raises(lmclient.NotFoundError) as info,
+        ):
+            client.create("Q", endpoint=endpoint)
+    path = "/chat/completions" if endpoint == "chat" else "/completions"
+    assert str(info.value).endswith(
+        f"(POST {path}): the base URL likely lacks the /v1 under which OpenAI-compatible "
+        f"servers answer (base_url='{url}')"
+    )
+
+
+def test_a_404_under_v1_is_the_servers_alone() -> None:
+    fake = FakeLLM(models=["a"])
+    with (
+        fake.serve() as url,
+        lmclient.Client(url, model="b", max_retries=0) as client,
+        pytest.raises(lmclient.NotFoundError) as info,
+    ):
+        client.generate("Q")
+    assert "lacks the /v1" not in str(info.value)
+
+
 def test_a_base_url_with_an_empty_path_segment_is_refused() -> None:
     with pytest.raises(lmclient.ConfigurationError, match="single slashes"):
         lmclient.Client("http://127.0.0.1:8000//v1", model="m")
