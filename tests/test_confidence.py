@@ -651,8 +651,30 @@ def test_a_continuation_without_logprobs_keeps_the_answer() -> None:
 
 VLLM = FIXTURES / "vllm"
 ANIMALS = Choice(
-    ["ant", "bee", "cat", "dog", "eel", "fox", "gnu", "hen", "ibis", "jay", "kiwi", "lark"]
-    + ["mole", "newt", "owl", "pig", "rat", "seal", "toad", "yak", "wolf", "zebu"]
+    [
+        "ant",
+        "bee",
+        "cat",
+        "dog",
+        "eel",
+        "fox",
+        "gnu",
+        "hen",
+        "ibis",
+        "jay",
+        "kiwi",
+        "lark",
+        "mole",
+        "newt",
+        "owl",
+        "pig",
+        "rat",
+        "seal",
+        "toad",
+        "yak",
+        "wolf",
+        "zebu",
+    ]
 )
 # The recordings of `create(..., probabilities=True)` on vLLM 0.32 (tests/fixtures/vllm/README):
 # name → the output type, its prompt, and the pieces' /tokenize answers.
@@ -737,7 +759,10 @@ def test_vllm_bodies_with_listed_ids(name: str) -> None:
     assert math.fsum(found.values()) == pytest.approx(1.0)
     assert all(chance > 0.0 for chance in found.values())
     if output_type is YES_NO:  # as from the top 20 (test_vllm_bodies_with_20_alternatives)
-        assert found == {"yes": pytest.approx(0.97344, abs=1e-5), "no": pytest.approx(0.02656, abs=1e-5)}
+        assert found == {
+            "yes": pytest.approx(0.97344, abs=1e-5),
+            "no": pytest.approx(0.02656, abs=1e-5),
+        }
     if output_type is FRUITS:
         expected = {"apple": 0.39900, "apricot": 0.53686, "banana": 0.06414}
         assert found == {k: pytest.approx(v, abs=1e-5) for k, v in expected.items()}
@@ -815,7 +840,8 @@ def test_the_ids_are_asked_once_per_type_and_sent(asynchronous: bool) -> None:
 
 def test_older_releases_and_a_calls_own_top_logprobs_keep_the_top_way() -> None:
     name = "chat_probabilities_listed_literal"
-    for version, params in (("0.31.0", {}), ("0.32.0", {"top_logprobs": 5})):
+    cases: list[tuple[str, Any]] = [("0.31.0", {}), ("0.32.0", {"top_logprobs": 5})]
+    for version, params in cases:
         with respx.mock(base_url="http://vllm.test", assert_all_called=False) as mock:
             tokens, chat = _vllm_routes(mock, name, version)
             with lmclient.Client("http://vllm.test/v1") as client:
@@ -856,9 +882,9 @@ def test_the_input_is_refused_before_the_set_up_requests() -> None:
         with lmclient.Client("http://vllm.test/v1") as client:
             client.models()
             with pytest.raises(TypeError, match="temperature"):
-                client.create("Q", YES_NO, probabilities=True, temperature="hot")
+                client.create("Q", YES_NO, probabilities=True, temperature="hot")  # type: ignore[call-overload]
             with pytest.raises(TypeError, match="probabilities is a parameter of create"):
-                client.generate("Q", YES_NO, probabilities=True)  # type: ignore[call-arg]
+                client.generate("Q", YES_NO, probabilities=True)  # type: ignore[call-overload]
     assert tokens.call_count == 0 and chat.call_count == 0
 
 
