@@ -44,16 +44,17 @@ token a model writes for it there when the vocabulary has it whole: the constrai
 the option's text alone, after the chat template's generation prompt, so that no token of the
 text before it can merge with the option's first characters, and the grammar allows every
 tokenization of what is left of the option at each position, which the pieces list. Where a
-piece is not one token, its tokens are listed and the piece itself is not: a model that
-writes it in one token of another text (a token that runs past the end of the option into
-what follows, as ``"`` after a JSON string) has that token's chance missed, as a token outside
-the top 20 is missed the other way. More than `MAX_LISTED` pieces or ids: the ``top_logprobs``
+piece is not one token, its tokens are listed and the piece itself is not; a token that runs
+past the end of the option into what follows it (the closing ``"`` of a JSON string with its
+last letters) is no piece: its chance is missed, as a token below the 20th is missed the other
+way. More than `MAX_LISTED` pieces or ids: the ``top_logprobs``
 way, as before.
 
 The same arithmetic reads both: the listed tokens are the alternatives at each position. With
-them, an option is 0 only where the model gives it nothing (its tokens masked or of no
-chance), and the second request is needed only where some option can leave the answer's tokens
-only through a token that begins other options too and settles none of them: no token of the
+them, an option is 0 only where the model gives its listed tokens nothing along the answer's
+path (masked, or of no chance), and the second request is needed only where some option can
+leave the answer's tokens only through a token that begins other options too and settles none
+of them: no token of the
 vocabulary spans its text from where it leaves the answer's to its settling character
 (``straw`` of ``strawberry``/``strawman`` when the answer is ``banana``, if ``strawb`` is no
 token). What the model writes after such a shared token was never generated, whatever is
