@@ -582,6 +582,8 @@ class Client(Scoring):
         if not core.ready:
             core.validate(where, prompt, output_type, endpoint, params)
             self._setup(params)
+        if params and params.get("probabilities"):
+            self._list_options(where, prompt, output_type, endpoint, params)
         if watch is not None:
             params = watch.begin(core, params)
         return core.prepare(
@@ -657,6 +659,16 @@ class Client(Scoring):
             if self._core.model is None and not self._core.names_model(params):
                 names = self._model_list()
                 self._core.adopt_models(names)
+
+    def _list_options(
+        self, where: str, prompt: Prompt, output_type: Any, endpoint: Endpoint, params: Any
+    ) -> None:
+        """The token ids of a choice's options, asked once per output type where the server
+        reads ``logprob_token_ids`` (`ClientCore.unlisted_options`): set-up requests, before
+        the call's."""
+        unlisted = self._core.unlisted_options(where, prompt, output_type, endpoint, params)
+        if unlisted is not None:
+            unlisted.adopt([self._run(call) for call in unlisted.calls])
 
     def _model_list(self) -> list[str]:
         """The served models, for ``model=None``: the probes' list, else asked for now."""

@@ -28,6 +28,38 @@ prefix's chance among the options that begin with it, in the ratio of the contin
 that settle each. A server that cannot continue a message keeps the `ConfidenceError`.
 Alternatives that begin an option without settling it, beside one that does, are left out of
 its sum (a rarer tokenization of the same text).
+
+Which alternatives the server shows is asked in one of two ways (`fields`). Most servers show
+the ``top_logprobs`` most likely tokens at each position, whatever they are: an option whose
+settling tokens are less likely than the 20th is 0. vLLM from 0.32 takes instead a list of
+token ids (``logprob_token_ids``, at most `MAX_LISTED`) and shows the logprob of each at every
+position, beside the generated token, however unlikely (its raw logprobs, after the
+constraint's mask: a token the grammar forbids there shows -9999). lmclient lists the tokens
+an option can begin with wherever the answer may leave it: those of every piece of its
+written text that starts before the character that settles it (`pieces`; ``y``, ``ye`` and
+``yes`` of ``yes``/``no``; ``a``, ``ap``, ``app``, ``apple``, ``p``, ``pp``, ... of
+``apple``/``apricot``), each tokenized alone, once per client and output type (a set-up
+request to ``/tokenize`` per piece, without special tokens). A piece tokenized alone is the
+token a model writes for it there when the vocabulary has it whole: the constrained answer is
+the option's text alone, after the chat template's generation prompt, so that no token of the
+text before it can merge with the option's first characters, and the grammar allows every
+tokenization of what is left of the option at each position, which the pieces list. Where a
+piece is not one token, its tokens are listed and the piece itself is not; a token that runs
+past the end of the option into what follows it (the closing ``"`` of a JSON string with its
+last letters) is no piece: its chance is missed, as a token below the 20th is missed the other
+way. More than `MAX_LISTED` pieces or ids: the ``top_logprobs``
+way, as before.
+
+The same arithmetic reads both: the listed tokens are the alternatives at each position. With
+them, an option is 0 only where the model gives its listed tokens nothing along the answer's
+path (masked, or of no chance), and the second request is needed only where some option can
+leave the answer's tokens only through a token that begins other options too and settles none
+of them: no token of the
+vocabulary spans its text from where it leaves the answer's to its settling character
+(``straw`` of ``strawberry``/``strawman`` when the answer is ``banana``, if ``strawb`` is no
+token). What the model writes after such a shared token was never generated, whatever is
+listed; when every option has a listed token along the answer's path that settles it, the
+answer's one request tells every probability.
 """
 
 from __future__ import annotations
@@ -38,18 +70,23 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from ._dialects import Dialect, Endpoint, Plan
+from ._dialects import Dialect, Endpoint, Plan, ServerInfo
 from ._output.types import OutputSpec
+from ._servers import release
 from ._wire.protocol import TokenLogprob, TopLogprob
 from .errors import ConfidenceError
 
 __all__ = [
+    "MAX_LISTED",
     "Reading",
     "check",
     "check_type",
     "continuation",
     "fields",
+    "listed_ids",
+    "lists",
     "options_of",
+    "pieces",
     "probabilities",
     "read",
     "split",
@@ -104,14 +141,63 @@ def check(where: str, spec: OutputSpec[Any], plan: Plan, dialect: Dialect) -> No
                 )
 
 
-def fields(endpoint: Endpoint, top: int | None, dialect: Dialect) -> dict[str, Any]:
-    """The body fields asking for ``top`` alternatives per token (the call's ``top_logprobs``,
-    else `Dialect.top_logprobs`), as each endpoint spells them."""
+def fields(
+    endpoint: Endpoint, top: int | None, dialect: Dialect, ids: tuple[int, ...] | None = None
+) -> dict[str, Any]:
+    """The body fields asking for the alternatives of each token, as each endpoint spells
+    them: the logprobs of the options' token ``ids`` (vLLM's ``logprob_token_ids``, which
+    needs ``logprobs`` set and then ignores how many it says), else of the ``top`` most likely
+    (the call's ``top_logprobs``, else `Dialect.top_logprobs`)."""
     if top is None:
         top = dialect.top_logprobs
-    if endpoint == "completions":
-        return {"logprobs": top}  # legacy completions: the number of alternatives
+    if endpoint == "completions":  # legacy completions: the number of alternatives
+        if ids:
+            return {"logprobs": top, "logprob_token_ids": list(ids)}
+        return {"logprobs": top}
+    if ids:
+        return {"logprobs": True, "logprob_token_ids": list(ids)}
     return {"logprobs": True, "top_logprobs": top}
+
+
+# vLLM's bound on logprob_token_ids (sampling_params.py, MAX_LOGPROB_TOKEN_IDS: a longer list is
+# a 400), and on the pieces tokenized to fill it, each a request.
+MAX_LISTED = 128
+
+
+def lists(dialect: Dialect, info: ServerInfo | None) -> bool:
+    """Whether the server reads ``logprob_token_ids``: a release of it known to (the servers'
+    table), not one merely assumed (a forced dialect that never asked the version keeps
+    ``top_logprobs``, which every release reads)."""
+    server = dialect.server
+    since = None if server is None else server.added.get("logprob_token_ids")
+    if since is None or info is None or info.version is None:
+        return False
+    return release(info.version) >= since
+
+
+def pieces(spec: OutputSpec[Any], plan: Plan) -> tuple[str, ...] | None:
+    """The texts whose tokens are listed (see the module's docstring): each piece of each
+    option's written text that starts before the character that settles it, once, in the
+    options' order; ``None`` where they are more than `MAX_LISTED`."""
+    options = options_of(spec)
+    assert options is not None  # `check_type` refused the others
+    quoted = _quoted(spec, plan)
+    written = [_json(option) if quoted else option for option, _ in options]
+    found: dict[str, None] = {}
+    for text in written:
+        for start in range(min(_settled(text, written), len(text))):
+            for end in range(start + 1, len(text) + 1):
+                found[text[start:end]] = None
+                if len(found) > MAX_LISTED:
+                    return None
+    return tuple(found)
+
+
+def listed_ids(answers: Sequence[Sequence[int]]) -> tuple[int, ...]:
+    """The token ids of the tokenized `pieces`, each once, in their order; ``()`` where they
+    are more than `MAX_LISTED` (the ``top_logprobs`` way)."""
+    ids = tuple(dict.fromkeys(token for answer in answers for token in answer))
+    return ids if len(ids) <= MAX_LISTED else ()
 
 
 class Shared(NamedTuple):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import httpx
 import msgspec
@@ -33,6 +33,7 @@ from ._dialects import (
     detect,
     get_dialect,
 )
+from ._embeddings import tokenize_call
 from ._extra import merge_extra
 from ._media import check_media, content_media, prompt_messages, wire_messages
 from ._output.depth import body_decoder
@@ -64,7 +65,7 @@ from ._usage import Many
 from ._wire.protocol import ModelList
 from .errors import ConfigurationError, UnsupportedConstraintError
 
-__all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "ClientCore", "Reading"]
+__all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "ClientCore", "Reading", "Unlisted"]
 
 
 DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
@@ -83,6 +84,19 @@ Shape = Literal["given", "spelt", "special"]
 # runaways (`Call.guard`); ``"stream"``, a user's stream; ``"file"``, a batch file's request
 # line, sent by no one here (never streamed).
 Reading = Literal["call", "stream", "file"]
+
+
+class Unlisted(NamedTuple):
+    """The set-up requests of ``probabilities=True`` for an output type on a server that reads
+    ``logprob_token_ids``: one ``/tokenize`` per piece of its options (`_confidence.pieces`),
+    whose answers `adopt` keeps in its plan, so that every later call of the type sends them."""
+
+    planned: Planned
+    calls: list[Lookup[list[int]]]
+
+    def adopt(self, answers: Sequence[list[int]]) -> None:
+        """Keep the pieces' token ids (their answers, in the calls' order) in the plan."""
+        self.planned.listed = _confidence.listed_ids(answers)
 
 
 class Checked(msgspec.Struct, frozen=True, kw_only=True):
@@ -371,6 +385,41 @@ class ClientCore:
     ) -> OutputSpec[Any]:
         """Every check of a call's input that needs no server: run before any request."""
         return self._checked(where, prompt, output_type, endpoint, params).spec
+
+    def unlisted_options(
+        self,
+        where: str,
+        prompt: Any,
+        output_type: Any,
+        endpoint: Endpoint,
+        params: Mapping[str, Any],
+    ) -> Unlisted | None:
+        """The requests that ask the server for the token ids of ``output_type``'s options, for
+        a ``probabilities=True`` call (the client ready) on a server that reads
+        ``logprob_token_ids`` (`_confidence.lists`): on the type's first such call, after every
+        check of the call's input; ``None`` once they are known, or where the call asks its own
+        ``top_logprobs``, or the server or the options are not for them."""
+        dialect = self.dialect
+        if dialect is None or not _confidence.lists(dialect, self.server_info):
+            return None
+        merged = {**self.defaults, **params} if self.defaults else params
+        if merged.get("top_logprobs") is not None:
+            return None
+        planned = self._plans.get(output_type, endpoint, dialect, self.server_info)
+        if planned.listed is not None:
+            return None
+        self.validate(where, prompt, output_type, endpoint, params)
+        texts = _confidence.pieces(planned.spec, planned.plan)
+        if texts is None:
+            planned.listed = ()  # too many: the top_logprobs way
+            return None
+        model = merged.get("model")
+        settings = {name: merged.get(name) for name in ("timeout", "deadline", "max_retries")}
+        calls = [
+            tokenize_call(self, where, text, model=model, add_special_tokens=False, params=settings)
+            for text in texts
+        ]
+        return Unlisted(planned=planned, calls=calls)
 
     def _check_media(self, where: str, dialect: Dialect, messages: list[Any]) -> None:
         """The media of a call's messages refused where the server, or its model, cannot take
@@ -666,7 +715,8 @@ class ClientCore:
                 body.update(self._serving(planned.dialect, params, "call")[0])
             if params.get("probabilities"):
                 top = params.get("top_logprobs")
-                body.update(_confidence.fields(endpoint, top, planned.dialect))
+                ids = planned.listed if top is None else None
+                body.update(_confidence.fields(endpoint, top, planned.dialect, ids))
         budget = planned.plan.budget if turn is None else turn.budget
         if budget is not None and params.get("max_tokens") is None and thinking is not None:
             # a bounded answer can then neither run on nor be cut, after its thinking budget

@@ -44,6 +44,7 @@ class Planned:
         "endpoint",
         "fields",
         "guard",
+        "listed",
         "plan",
         "spec",
     )
@@ -72,6 +73,9 @@ class Planned:
         self.checked: object = _UNCHECKED
         self._turns: dict[tuple[Any, ...], Turn] = {}  # by `turn_key`
         self._by_server = False  # whether the server stops a loop itself (`check_server`)
+        # probabilities=True on a server that reads logprob_token_ids: the options' token ids
+        # (`_confidence.listed_ids`), ``()`` where too many to list; ``None``: not asked yet
+        self.listed: tuple[int, ...] | None = None
 
     def turn(self, where: str, tools: Sequence[Tool[Any]], choice: Any, parallel: bool) -> Turn:
         """This plan's output type as the answer of a typed turn with ``tools``

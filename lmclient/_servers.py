@@ -241,8 +241,10 @@ SERVERS: dict[str, Server] = {
             "completions": _VLLM_IGNORES,
         },
         since=(0, 10, 2),  # the first release with structured_outputs
-        # vllm/v1/core/sched/utils.py, check_stop: finish_reason "repetition" (PR #35451)
-        added={"repetition_detection": (0, 17)},
+        # vllm/v1/core/sched/utils.py, check_stop: finish_reason "repetition" (PR #35451);
+        # sampling_params.py: logprob_token_ids, the logprobs of listed token ids at each
+        # position (read in 0.32; lmclient has not read the releases before it)
+        added={"repetition_detection": (0, 17), "logprob_token_ids": (0, 32)},
     ),
     "vllm-guided": Server(
         "vllm",

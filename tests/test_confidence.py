@@ -11,8 +11,10 @@ import json
 import math
 from typing import Any, Literal
 
+import httpx
 import msgspec
 import pytest
+import respx
 
 import lmclient
 from lmclient import Choice, _confidence, _core, errors
@@ -643,3 +645,264 @@ def test_a_continuation_without_logprobs_keeps_the_answer() -> None:
         client.create(CITIES_PROMPT, CITIES, probabilities=True, endpoint="completions")
     assert info.value.response is not None and info.value.response.value == "Paris"
     assert fake.calls[1].body["prompt"].endswith("Par")
+
+
+# -- vLLM's logprob_token_ids ----------------------------------------------------------------
+
+VLLM = FIXTURES / "vllm"
+ANIMALS = Choice(
+    [
+        "ant",
+        "bee",
+        "cat",
+        "dog",
+        "eel",
+        "fox",
+        "gnu",
+        "hen",
+        "ibis",
+        "jay",
+        "kiwi",
+        "lark",
+        "mole",
+        "newt",
+        "owl",
+        "pig",
+        "rat",
+        "seal",
+        "toad",
+        "yak",
+        "wolf",
+        "zebu",
+    ]
+)
+# The recordings of `create(..., probabilities=True)` on vLLM 0.32 (tests/fixtures/vllm/README):
+# name → the output type, its prompt, and the pieces' /tokenize answers.
+LISTED: dict[str, tuple[Any, str]] = {
+    "chat_probabilities_listed_literal": (YES_NO, "Is the sky blue? Answer yes or no."),
+    "chat_probabilities_listed_multitoken": (FRUITS, "Which fruit is orange?"),
+    "chat_probabilities_listed_many": (ANIMALS, "Which animal barks?"),
+}
+
+
+def _tokenized(name: str) -> dict[str, list[int]]:
+    found: dict[str, list[int]] = json.loads((VLLM / f"{name}.tokenize.json").read_text())
+    return found
+
+
+def _plan(output_type: Any) -> tuple[Any, Any]:
+    spec = compile_output(output_type)
+    return spec, DIALECTS["vllm"].plan(spec, "chat")
+
+
+def test_the_listed_fields_on_both_endpoints() -> None:
+    """``logprob_token_ids`` instead of ``top_logprobs``, with the ``logprobs`` vLLM requires
+    beside it (on completions, any count: vLLM ignores it then)."""
+    vllm = DIALECTS["vllm"]
+    chat = _confidence.fields("chat", None, vllm, (7, 3))
+    assert chat == {"logprobs": True, "logprob_token_ids": [7, 3]}
+    completions = _confidence.fields("completions", None, vllm, (7, 3))
+    assert completions == {"logprobs": 20, "logprob_token_ids": [7, 3]}
+    assert _confidence.fields("chat", None, vllm, ()) == {"logprobs": True, "top_logprobs": 20}
+
+
+def test_only_a_release_known_to_read_them_is_sent_them() -> None:
+    def info(kind: str, version: str | None) -> Any:
+        return lmclient.ServerInfo(kind, kind, version)
+
+    assert _confidence.lists(DIALECTS["vllm"], info("vllm", "0.32.0"))
+    assert _confidence.lists(DIALECTS["vllm"], info("vllm", "0.33.1rc2"))
+    assert not _confidence.lists(DIALECTS["vllm"], info("vllm", "0.31.1"))
+    assert not _confidence.lists(DIALECTS["vllm"], info("vllm", None))  # not asked: unknown
+    assert not _confidence.lists(DIALECTS["vllm"], None)  # a forced dialect, never probed
+    assert not _confidence.lists(DIALECTS["vllm-guided"], info("vllm", "0.10.1"))
+    assert not _confidence.lists(DIALECTS["sglang"], info("sglang", "0.5.23"))
+    assert not _confidence.lists(DIALECTS["llamacpp"], info("llamacpp", "b11434"))
+
+
+def test_the_pieces_start_before_the_settling_character() -> None:
+    """Every piece of each option from each character before the one that settles it: the
+    prefixes of yes/no (settled by their first), and of apple/apricot from their first three
+    (``pp``, ``pple``...: Gemma 3 writes ``a`` ``pr`` ``ic`` ``ot``), in the order asked."""
+    assert _confidence.pieces(*_plan(YES_NO)) == ("y", "ye", "yes", "n", "no")
+    fruits = _confidence.pieces(*_plan(FRUITS))
+    assert fruits == tuple(_tokenized("chat_probabilities_listed_multitoken"))
+    assert "pple" in fruits and "ana" not in fruits and "cot" not in fruits
+    many = Choice([f"{chr(97 + i)}{'x' * 5}" for i in range(26)])  # 26 × 6 prefixes
+    assert _confidence.pieces(*_plan(many)) is None
+
+
+def test_the_listed_ids_once_in_order_and_bounded() -> None:
+    assert _confidence.listed_ids([[5], [5, 9], [2]]) == (5, 9, 2)
+    assert len(_confidence.listed_ids([[i] for i in range(128)])) == 128
+    assert _confidence.listed_ids([[i] for i in range(129)]) == ()  # the top_logprobs way
+
+
+@pytest.mark.parametrize("name", list(LISTED))
+def test_vllm_bodies_with_listed_ids(name: str) -> None:
+    """vLLM 0.32's answers to the ids lmclient lists: each token's alternatives are the sampled
+    token and every listed id (-9999 where the grammar masks it). The multi-token fruits
+    (``a`` ``pr`` ``ic`` ``ot``) need no second request: apple is settled at the first token
+    (``app``, ``apple``...) and after ``a`` (``pp``, ``pple``), banana at the first; the
+    probabilities are those of the 20 most likely, which held every option's tokens there."""
+    output_type, _ = LISTED[name]
+    request = json.loads((VLLM / f"{name}.request.json").read_text())
+    tokenized = _tokenized(name)
+    assert request["logprob_token_ids"] == list(_confidence.listed_ids(list(tokenized.values())))
+    assert "top_logprobs" not in request and request["logprobs"] is True
+    text, path = recorded(VLLM / f"{name}.response.json")
+    spec, plan = _plan(output_type)
+    value = spec.decode(text)
+    reading = _confidence.read(spec, plan, text, value, path)
+    assert reading.waiting == ()  # one request
+    found = reading.result()
+    assert math.fsum(found.values()) == pytest.approx(1.0)
+    assert all(chance > 0.0 for chance in found.values())
+    if output_type is YES_NO:  # as from the top 20 (test_vllm_bodies_with_20_alternatives)
+        assert found == {
+            "yes": pytest.approx(0.97344, abs=1e-5),
+            "no": pytest.approx(0.02656, abs=1e-5),
+        }
+    if output_type is FRUITS:
+        expected = {"apple": 0.39900, "apricot": 0.53686, "banana": 0.06414}
+        assert found == {k: pytest.approx(v, abs=1e-5) for k, v in expected.items()}
+
+
+def test_options_past_the_20_most_likely_are_not_0() -> None:
+    """22 animals: at the first token their prefixes are more than 20 tokens; the same answer
+    cut to its 20 most likely alternatives gives several options 0 (fox, gnu, ...), the listed
+    ids give each its share."""
+    name = "chat_probabilities_listed_many"
+    text, path = recorded(VLLM / f"{name}.response.json")
+    listed = chances(ANIMALS, text, "bee", path)
+    assert all(chance > 0.0 for chance in listed.values())
+    top20 = [
+        TokenLogprob(t.token, t.logprob, sorted(t.top_logprobs, key=lambda a: -a.logprob)[:20])
+        for t in path
+    ]
+    cut = chances(ANIMALS, text, "bee", top20)
+    zeros = {option for option, chance in cut.items() if chance == 0.0}
+    assert {"fox", "gnu", "owl", "zebu"} <= zeros
+    assert listed["fox"] > 0.005 and listed["zebu"] > 0.001
+
+
+def _vllm_routes(mock: Any, name: str, version: str) -> tuple[Any, Any]:
+    """respx routes of a vLLM at ``version`` answering the recorded /tokenize and chat body."""
+    tokenized = _tokenized(name)
+    mock.get("/v1/models").respond(
+        json={"object": "list", "data": [{"id": "gemma-3-270m", "owned_by": "vllm"}]}
+    )
+    mock.get("/version").respond(json={"version": version})
+
+    def tokenize(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        assert body["add_special_tokens"] is False and body["model"] == "gemma-3-270m"
+        ids = tokenized[body["prompt"]]
+        return httpx.Response(200, json={"count": len(ids), "max_model_len": 2048, "tokens": ids})
+
+    tokens = mock.post("/tokenize").mock(side_effect=tokenize)
+    answer = (VLLM / f"{name}.response.json").read_bytes()
+    chat = mock.post("/v1/chat/completions").respond(200, content=answer, headers=JSON_TYPE)
+    return tokens, chat
+
+
+JSON_TYPE = {"content-type": "application/json"}
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_the_ids_are_asked_once_per_type_and_sent(asynchronous: bool) -> None:
+    """Against vLLM 0.32 under respx (the recorded answers): one /tokenize per piece on the
+    type's first call, none on the next; each call one chat request carrying the ids, and the
+    recorded probabilities."""
+    name = "chat_probabilities_listed_multitoken"
+    prompt = LISTED[name][1]
+    with respx.mock(base_url="http://vllm.test", assert_all_called=False) as mock:
+        tokens, chat = _vllm_routes(mock, name, "0.32.0")
+        if asynchronous:
+
+            async def main() -> list[Any]:
+                async with lmclient.AsyncClient("http://vllm.test/v1") as client:
+                    return [await client.create(prompt, FRUITS, probabilities=True) for _ in "ab"]
+
+            responses = asyncio.run(main())
+        else:
+            with lmclient.Client("http://vllm.test/v1") as client:
+                responses = [client.create(prompt, FRUITS, probabilities=True) for _ in "ab"]
+    assert tokens.call_count == len(_tokenized(name)) and chat.call_count == 2
+    sent = json.loads(chat.calls.last.request.content)
+    recorded_body = json.loads((VLLM / f"{name}.request.json").read_text())
+    assert sent["logprob_token_ids"] == recorded_body["logprob_token_ids"]
+    assert sent["logprobs"] is True and "top_logprobs" not in sent
+    for response in responses:
+        assert response.value == "apricot"
+        assert response.probabilities["apricot"] == pytest.approx(0.53686, abs=1e-5)
+
+
+def test_older_releases_and_a_calls_own_top_logprobs_keep_the_top_way() -> None:
+    name = "chat_probabilities_listed_literal"
+    cases: list[tuple[str, Any]] = [("0.31.0", {}), ("0.32.0", {"top_logprobs": 5})]
+    for version, params in cases:
+        with respx.mock(base_url="http://vllm.test", assert_all_called=False) as mock:
+            tokens, chat = _vllm_routes(mock, name, version)
+            with lmclient.Client("http://vllm.test/v1") as client:
+                client.create("Q", YES_NO, probabilities=True, **params)
+        sent = json.loads(chat.calls.last.request.content)
+        assert tokens.call_count == 0 and "logprob_token_ids" not in sent
+        assert sent["top_logprobs"] == params.get("top_logprobs", 20)
+
+
+def test_more_than_128_ids_keep_the_top_way_without_asking_again() -> None:
+    """70 pieces whose tokens are 140 ids: more than vLLM takes, so the call sends
+    ``top_logprobs`` as before, and the next call of the type asks no /tokenize again."""
+    options = Choice([f"{chr(97 + i)}{'q' * 6}" for i in range(10)])  # 10 × 7 prefixes
+    with respx.mock(base_url="http://vllm.test", assert_all_called=False) as mock:
+        _vllm_routes(mock, "chat_probabilities_listed_literal", "0.32.0")
+        pieces: dict[str, list[int]] = {}
+
+        def tokenize(request: httpx.Request) -> httpx.Response:
+            prompt = json.loads(request.content)["prompt"]
+            ids = pieces.setdefault(prompt, [2 * len(pieces), 2 * len(pieces) + 1])
+            return httpx.Response(200, json={"count": 2, "tokens": ids})
+
+        tokens = mock.post("/tokenize").mock(side_effect=tokenize)
+        answer = {"choices": [{"index": 0, "message": {"content": "aqqqqqq"}}]}
+        chat = mock.post("/v1/chat/completions").respond(json=answer)
+        with lmclient.Client("http://vllm.test/v1") as client:
+            for _ in "ab":
+                with pytest.raises(errors.ConfidenceError, match="no logprobs"):
+                    client.create("Q", options, probabilities=True)
+    assert tokens.call_count == 70 and chat.call_count == 2
+    sent = json.loads(chat.calls.last.request.content)
+    assert sent["top_logprobs"] == 20 and "logprob_token_ids" not in sent
+
+
+def test_the_input_is_refused_before_the_set_up_requests() -> None:
+    with respx.mock(base_url="http://vllm.test", assert_all_called=False) as mock:
+        tokens, chat = _vllm_routes(mock, "chat_probabilities_listed_literal", "0.32.0")
+        with lmclient.Client("http://vllm.test/v1") as client:
+            client.models()
+            with pytest.raises(TypeError, match="temperature"):
+                client.create("Q", YES_NO, probabilities=True, temperature="hot")  # type: ignore[call-overload]
+            with pytest.raises(TypeError, match="probabilities is a parameter of create"):
+                client.generate("Q", YES_NO, probabilities=True)  # type: ignore[call-overload]
+    assert tokens.call_count == 0 and chat.call_count == 0
+
+
+@pytest.mark.parametrize("endpoint", ["chat", "completions"])
+def test_the_fake_as_vllm_answers_the_listed_ids(endpoint: Any) -> None:
+    """FakeLLM(server="vllm") says 0.33: the set-up's /tokenize (the fake tokenizer: four
+    characters a token), one request a call, and the scripted probabilities read back whole,
+    multi-token options and all."""
+    fake = FakeLLM(server="vllm")
+    scripted = {"strawberry": 0.5, "blueberry": 0.3, "banana": 0.1}
+    fake.reply("strawberry", probabilities=scripted, times=2)
+    kind = Choice(list(scripted))
+    with fake.serve() as url, lmclient.Client(url) as client:
+        first = client.create("Q", kind, probabilities=True, endpoint=endpoint)
+        second = client.create("Q", kind, probabilities=True, endpoint=endpoint)
+    assert first.probabilities == second.probabilities
+    assert first.probabilities == pytest.approx({k: v / 0.9 for k, v in scripted.items()})
+    paths = [call.path for call in fake.requests if call.method == "POST"]
+    assert paths.count("/tokenize") == len(_confidence.pieces(*_plan(kind)) or ())
+    generations = [call.body for call in fake.calls]
+    assert len(generations) == 2 and all("logprob_token_ids" in b for b in generations)

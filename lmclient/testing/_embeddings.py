@@ -20,6 +20,7 @@ from ._wire import FakeResponse, error_response, estimate_tokens, json_response
 
 __all__ = [
     "DIMENSIONS",
+    "VOCABULARY",
     "chat_text",
     "embeddings_response",
     "fake_tokens",
@@ -29,7 +30,7 @@ __all__ = [
 
 DIMENSIONS = 32  # the fake model's embedding size, when no ``dimensions`` is asked for
 BOS = 2  # the token id the fake's tokenizer adds first when special tokens are asked for
-VOCABULARY = 32_000
+VOCABULARY = 32_000  # the fake tokenizer's ids are below it
 
 
 def fake_vector(text: str, dimensions: int = DIMENSIONS) -> list[float]:

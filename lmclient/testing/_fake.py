@@ -25,6 +25,7 @@ from ._constraints import Constraint, served_constraint
 from ._errors import ConstraintError, UnsatisfiableError
 from ._faults import MARK, Fault, FaultKind, seconds_text, shape, status_body
 from ._inflight import InFlight
+from ._logprobs import listed_problem
 from ._models import Models
 from ._queue import Script
 from ._recording import Endpoint, RecordedRequest
@@ -608,6 +609,8 @@ class FakeLLM:
         if refused is not None:
             return refused
         problem = check_body(kind, body)
+        if not problem and self.server == "vllm":
+            problem = listed_problem(kind, body)
         if problem:
             return bad_request(problem)
         try:

@@ -18,6 +18,13 @@ left to texts not shown, as a model's distribution leaves some to tokens outside
 Other text comes in tokens of four characters (the fake's token estimate), each likely and
 its own only alternative. A test sets the options' probabilities with
 ``reply(..., probabilities={...})``.
+
+Where it plays vLLM 0.32 or later (``server="vllm"``), a request may list token ids instead
+(``logprob_token_ids``, refused with vLLM's 400s: without ``logprobs``, more than 128, outside
+the vocabulary). The answer then comes in the fake tokenizer's tokens (``POST /tokenize``: four
+characters each), and each token's alternatives are the generated token followed by every
+listed id, each once, as vLLM shows them: the chance of each text among the options spelt in
+the same tokens, a token of none -9999 (vLLM's floor for a token the constraint masks).
 """
 
 from __future__ import annotations
@@ -32,9 +39,16 @@ from typing import Any
 import msgspec
 
 from ._constraints import Constraint
+from ._embeddings import VOCABULARY, fake_tokens
 from ._grammar import grammar_literals
 
-__all__ = ["generated_chances", "logprobs_for", "options_of", "scripted_chances"]
+__all__ = [
+    "generated_chances",
+    "listed_problem",
+    "logprobs_for",
+    "options_of",
+    "scripted_chances",
+]
 
 _VOCABULARY = 262_144  # token ids are drawn below it (Gemma 3's vocabulary)
 _PIECE = 4  # characters per token of text that is not a choice
@@ -49,6 +63,9 @@ def logprobs_for(
     top = _asked(kind, body)
     if top is None:
         return None
+    listed = body.get("logprob_token_ids")
+    if server == "vllm" and listed:
+        return _listed(kind, listed, text, chances)
     if text in chances:
         tokens = [(text, chances)]
     else:
@@ -189,4 +206,87 @@ def _legacy(tokens: list[tuple[str, Mapping[str, float]]], top: int) -> dict[str
         "token_logprobs": [math.log(likely[token]) for token, likely in tokens],
         "top_logprobs": [dict(_ranked(likely, top)) for _, likely in tokens],
         "text_offset": offsets,
+    }
+
+
+_MAX_LISTED = 128  # vLLM's MAX_LOGPROB_TOKEN_IDS
+_MASKED = -9999.0  # vLLM's floor for a logprob
+
+
+def listed_problem(kind: str, body: dict[str, Any]) -> str | None:
+    """vLLM 0.32's 400 for a ``logprob_token_ids`` it refuses, if any."""
+    listed = body.get("logprob_token_ids")
+    if not listed:
+        return None
+    if kind == "chat" and not body.get("logprobs"):
+        return "when using `logprob_token_ids`, `logprobs` must be set to true."
+    if kind == "completions" and body.get("logprobs") is None:
+        return "when using `logprob_token_ids`, `logprobs` must be set."
+    if not isinstance(listed, list) or not all(
+        isinstance(i, int) and not isinstance(i, bool) for i in listed
+    ):
+        return "logprob_token_ids: a list of integers is required"
+    if len(listed) > _MAX_LISTED:
+        return (
+            f"Requested logprob_token_ids of length {len(listed)}, which is greater than max "
+            f"allowed: {_MAX_LISTED}"
+        )
+    outside = [i for i in listed if not 0 <= i < VOCABULARY]
+    if outside:
+        return (
+            f"token_id(s) {outside} in logprob_token_ids contain out-of-vocab token ids. "
+            f"Vocabulary size: {VOCABULARY}"
+        )
+    return None
+
+
+def _chunks(text: str) -> list[str]:
+    return [text[at : at + _PIECE] for at in range(0, len(text), _PIECE)]
+
+
+def _listed(kind: str, listed: list[int], text: str, chances: Mapping[str, float]) -> Any:
+    """vLLM 0.32's logprobs for ``logprob_token_ids``: ``text`` in the fake tokenizer's tokens,
+    each with itself and every listed id as alternatives; the chances of the texts spelt with
+    the same tokens so far (those of ``chances``, else ``text`` alone) give each token's."""
+    path = _chunks(text)
+    spelt = {t: _chunks(t) for t in chances} if text in chances else {text: path}
+    weights = dict(chances) if text in chances else {text: 1.0}
+    names: dict[int, str] = {}  # the fake vocabulary, as far as these texts need it
+    for whole in spelt:
+        for start in range(len(whole)):
+            for end in range(start + 1, min(start + _PIECE, len(whole)) + 1):
+                names.setdefault(fake_tokens(whole[start:end], False)[0], whole[start:end])
+    entries: list[tuple[str, float, list[tuple[str, float]]]] = []
+    for index, token in enumerate(path):
+        alive = {t: weights[t] for t, pieces in spelt.items() if pieces[:index] == path[:index]}
+        mass = 1.0 if index == 0 else math.fsum(alive.values())
+        nexts: dict[str, float] = {}  # each next token → the chance of the texts it goes on
+        for whole, weight in alive.items():
+            if index < len(spelt[whole]):
+                piece = spelt[whole][index]
+                nexts[piece] = nexts.get(piece, 0.0) + weight
+        alternatives = []
+        for i in dict.fromkeys([fake_tokens(token, False)[0], *listed]):
+            name = names.get(i, f"<{i}>")
+            chance = nexts.get(name, 0.0) / mass
+            alternatives.append((name, math.log(chance) if chance > 0.0 else _MASKED))
+        if text not in chances:  # text that is not a choice: each token likely, as above
+            alternatives = [(t, math.log(_SURE) if t == token else lp) for t, lp in alternatives]
+        entries.append((token, alternatives[0][1], alternatives))
+    if kind == "completions":
+        offsets = [sum(len(t) for t in path[:i]) for i in range(len(path))]
+        return {
+            "tokens": path,
+            "token_logprobs": [lp for _, lp, _ in entries],
+            "top_logprobs": [dict(alts) for _, _, alts in entries],
+            "text_offset": offsets,
+        }
+    return {
+        "content": [
+            {
+                **_token(token, lp, "vllm"),
+                "top_logprobs": [_token(t, alp, "vllm") for t, alp in alts],
+            }
+            for token, lp, alts in entries
+        ]
     }

@@ -1,11 +1,13 @@
 """Confidence for choices against the real vLLM server on the CPU: `create(...,
-probabilities=True)` sends ``logprobs`` and ``top_logprobs: 20`` (vLLM's default limit), and
+probabilities=True)` sends ``logprobs`` and ``top_logprobs: 20`` (vLLM's default limit) where
+the dialect is forced (the release not asked), and the options' token ids
+(``logprob_token_ids``, asked of ``/tokenize`` once per type) where the probes found 0.32;
 vLLM's logprobs, which come after the constraint, give every option its share."""
 
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
 import httpx
 import msgspec
@@ -58,3 +60,53 @@ def test_vllm_continues_the_answer_from_a_prefix(vllm_url: str) -> None:
     answer = httpx.post(f"{vllm_url}/chat/completions", json=body, timeout=120).json()
     first = answer["choices"][0]["logprobs"]["content"][0]
     assert "ma" in {alt["token"] for alt in first["top_logprobs"]}
+
+
+def test_listed_ids_one_request_a_call(vllm_url: str) -> None:
+    """The probes find vLLM 0.32: the first call of a type tokenizes its options' pieces (set-up
+    requests, before the call's), then every call is one chat request with
+    ``logprob_token_ids`` and no ``top_logprobs``; the multi-token fruits need no second
+    request, and 22 options (more tokens at the first position than the top 20) all get a
+    share."""
+    sent: list[Any] = []
+    animals = lmclient.Choice(
+        [
+            "ant",
+            "bee",
+            "cat",
+            "dog",
+            "eel",
+            "fox",
+            "gnu",
+            "hen",
+            "ibis",
+            "jay",
+            "kiwi",
+            "lark",
+            "mole",
+            "newt",
+            "owl",
+            "pig",
+            "rat",
+            "seal",
+            "toad",
+            "yak",
+            "wolf",
+            "zebu",
+        ]
+    )
+    with lmclient.Client(vllm_url, hooks=[sent.append], hook_content=True) as client:
+        first = client.create("Which fruit is orange?", FRUIT, probabilities=True, **GREEDY)
+        again = client.create("Which fruit is orange?", FRUIT, probabilities=True, **GREEDY)
+        many = client.create("Which animal barks?", animals, probabilities=True, **GREEDY)
+    bodies = [
+        msgspec.json.decode(e.body or b"null") for e in sent if isinstance(e, lmclient.RequestSent)
+    ]
+    assert len(bodies) == 3  # one request a call: no continuation
+    assert all("logprob_token_ids" in b and "top_logprobs" not in b for b in bodies)
+    assert bodies[0]["logprob_token_ids"] == bodies[1]["logprob_token_ids"]
+    assert first.probabilities == pytest.approx(again.probabilities)
+    for response in (first, many):
+        assert math.fsum(response.probabilities.values()) == pytest.approx(1.0)
+        assert all(p > 0.0 for p in response.probabilities.values())
+    assert max(first.probabilities, key=first.probabilities.__getitem__) == first.value

@@ -6,11 +6,13 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
+import httpx
 import msgspec
 import pytest
 
 import lmclient
 from lmclient.testing import FakeLLM
+from lmclient.testing._embeddings import fake_tokens
 from tests.helpers import FIXTURES, LLAMACPP_LIVE
 
 YES_NO = Literal["yes", "no"]
@@ -153,3 +155,41 @@ def test_a_reply_scripted_without_them_still_sends_none() -> None:
         pytest.raises(lmclient.ConfidenceError, match="no logprobs"),
     ):
         client.create("Q?", YES_NO, probabilities=True)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"logprob_token_ids": [1]}, "`logprobs` must be set to true"),
+        ({"logprobs": True, "logprob_token_ids": list(range(129))}, "greater than max allowed"),
+        ({"logprobs": True, "logprob_token_ids": [-1, 32_000]}, "out-of-vocab token ids"),
+    ],
+)
+def test_vllm_s_400s_for_listed_ids(fields: dict[str, Any], message: str) -> None:
+    """Where it plays vLLM 0.32 or later, the fake refuses what vLLM refuses; elsewhere the
+    field is one it does not read."""
+    body = {"model": "m", "messages": MESSAGES, **fields}
+    with FakeLLM(server="vllm").mock() as url:
+        answer = httpx.post(f"{url}/chat/completions", json=body)
+    assert answer.status_code == 400 and message in answer.text
+    with FakeLLM(server="sglang").mock() as url:
+        assert httpx.post(f"{url}/chat/completions", json=body).status_code == 200
+
+
+def test_the_listed_ids_shape_as_vllm_s() -> None:
+    """The generated token first, then every listed id once, in the order listed; an id of no
+    text among the options at -9999, as vLLM floors a masked token."""
+    ids = [fake_tokens(text, False)[0] for text in ("no", "y", "yes")]
+    body = {"model": "m", "messages": MESSAGES, "logprobs": True, "logprob_token_ids": ids}
+    body["structured_outputs"] = {"choice": ["yes", "no"]}
+    fake = FakeLLM(server="vllm")
+    fake.reply("yes", probabilities={"yes": 0.75, "no": 0.25})
+    with fake.mock() as url:
+        answer = httpx.post(f"{url}/chat/completions", json=body).json()
+    (first,) = answer["choices"][0]["logprobs"]["content"]
+    shown = [(alt["token"], alt["logprob"]) for alt in first["top_logprobs"]]
+    assert shown == [
+        ("yes", pytest.approx(math.log(0.75))),
+        ("no", pytest.approx(math.log(0.25))),
+        ("y", -9999.0),
+    ]
