@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 import httpx
 
 from . import errors
-from ._call import Call, Lookup, Next
+from ._call import Call, Lookup, Next, abort_failed
 from ._core import DEFAULT_MAX_RESPONSE_BYTES, ClientCore, Reading
 from ._dialects import Endpoint, ServerInfo, Whitespace
 from ._embeddings import (
@@ -313,7 +313,7 @@ class AsyncClient(AsyncScoring):
             )
             return StreamState(call), await self._open(call)
 
-        return AsyncStream(opener)
+        return AsyncStream(opener, self._abort)
 
     async def generate_many(
         self,
@@ -613,9 +613,13 @@ class AsyncClient(AsyncScoring):
                     watch.reasked(call, outcome.invalid)
                 continue
             except errors.LMClientError as exc:
+                await self._abort(call.aborting(exc))
                 delay = call.backoff(exc)
                 if watch is not None:
                     watch.retrying(delay, exc)
+            except BaseException as exc:  # the program's own: a cancelled task, Ctrl-C, ...
+                await self._abort(call.aborting(exc))
+                raise
             await asyncio.sleep(delay)
 
     async def _read_watched(
@@ -643,6 +647,19 @@ class AsyncClient(AsyncScoring):
         finally:
             await response.aclose()
         return call.finish_stream(state)
+
+    async def _abort(self, abort: Lookup[None] | None) -> None:
+        """`Client._abort`, awaited here, in the task that was cancelled (or timed out),
+        before its `CancelledError` goes on: bounded by `ABORT_TIMEOUT`, and never a task of its
+        own (as ``asyncio.shield`` or ``create_task`` would leave, running on unawaited after
+        the task ends). A task cancelled again meanwhile gives the abort up, and that
+        `CancelledError` goes on: no cancellation is swallowed."""
+        if abort is None:
+            return
+        try:
+            await self._run(abort)
+        except Exception as exc:
+            abort_failed(abort, exc)
 
     async def _setup(self, params: dict[str, Any]) -> None:
         """Learn, once, what ``model=None`` and ``dialect="auto"`` leave open."""
@@ -748,9 +765,13 @@ class AsyncClient(AsyncScoring):
                     await response.aclose()
                 raise api_error(response.status, response.headers, body)
             except errors.LMClientError as exc:
+                await self._abort(call.aborting(exc))
                 delay = call.backoff(exc)
                 if watch is not None:
                     watch.retrying(delay, exc)
+            except BaseException as exc:  # the program's own (as in `_run`)
+                await self._abort(call.aborting(exc))
+                raise
             await asyncio.sleep(delay)
 
     async def aclose(self) -> None:

@@ -51,16 +51,23 @@ if TYPE_CHECKING:
     from ._stream_state import StreamState
 
 __all__ = [
+    "ABORT_TIMEOUT",
     "Attempts",
     "Call",
     "Listing",
     "Lookup",
     "Next",
+    "abort_failed",
     "name_request",
+    "stopped",
 ]
 
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 MAX_RETRY_AFTER = 60.0  # a server asking for a longer pause gets an error, not a hung call
+# An abort (`Call.abort_of`) is one attempt, bounded: a server that is up answers it at once, and
+# a cancelled task or an interrupted program waits for it (`Client._abort`).
+ABORT_TIMEOUT = 1.0
+_ABORT = {"timeout": ABORT_TIMEOUT, "deadline": ABORT_TIMEOUT, "max_retries": 0}
 
 V = TypeVar("V")
 
@@ -135,6 +142,11 @@ class Attempts(msgspec.Struct, kw_only=True):
         )
         return delay
 
+    def aborting(self, exc: BaseException) -> Lookup[None] | None:
+        """The request that asks the server to stop generating the answer ``exc`` left
+        unread, if any (`Call.aborting`); a set-up request has none."""
+        return None
+
     def log_attempt(self, status: int, headers: Mapping[str, str]) -> None:
         """One DEBUG line per attempt; never the key, the prompt or the output. (An answer
         that no attempt sent, a batch file's, is untimed.)"""
@@ -148,6 +160,35 @@ class Attempts(msgspec.Struct, kw_only=True):
             self.retries,
             scrub_text(headers.get("x-request-id"), secrets_of(self.request.headers)),
         )
+
+
+def stopped(exc: BaseException) -> bool:
+    """Whether ``exc`` ends an attempt whose answer the server may still be generating because
+    the client stopped waiting or reading: a timeout (the call's ``deadline`` or ``timeout``),
+    a runaway lmclient's watch stopped (the server's own stop, or ``max_tokens``, ended the
+    answer), or the program's own interruption (a cancelled task's `asyncio.CancelledError`,
+    `KeyboardInterrupt`, `GeneratorExit`: every `BaseException` that is not an `Exception`).
+    A server's error (a status, a lost connection, bad bytes) ended the answer there."""
+    if isinstance(exc, errors.RunawayError):
+        return exc.by == "client"
+    return isinstance(exc, errors.APITimeoutError) or not isinstance(exc, Exception)
+
+
+def abort_failed(abort: Lookup[None], exc: Exception) -> None:
+    """Log an abort that failed (`Call.abort_of`): never raised, since the error that ended the
+    call is the one its caller must see; the server then stops the generation when it notices
+    the closed connection (SGLang looks every few seconds), or at ``max_tokens``."""
+    log.warning(
+        "the server was not asked to stop a generation lmclient stopped reading "
+        "(POST %s %s): %s; it stops when it notices the closed connection",
+        httpx.URL(abort.request.url).path,
+        (abort.request.body or b"").decode(),
+        exc,
+    )
+
+
+def _no_answer(body: bytes) -> None:
+    """An abort's answer: nothing to read (SGLang's is 200 with an empty body)."""
 
 
 def name_request(exc: errors.LMClientError, request: PreparedRequest) -> None:
@@ -231,6 +272,9 @@ class Call(Attempts, kw_only=True):
     guard: Guard | None = None
     # Tools beside the output type (`lmclient._turn`): the answer is the calls or the value.
     turn: Turn | None = None
+    # The request that asks the server to stop generating this call's answer (SGLang's
+    # ``/abort_request`` for the call's ``rid``: `ClientCore.prepare`), where it has one.
+    abort: PreparedRequest | None = None
 
     @classmethod
     def new(
@@ -296,6 +340,21 @@ class Call(Attempts, kw_only=True):
             return response if not self.probabilities else self._with_probabilities(response)
         except errors.ValidationError as exc:
             return Next(call=self.reask(exc), invalid=exc)
+
+    def aborting(self, exc: BaseException) -> Lookup[None] | None:
+        """The abort to send after ``exc`` ended an attempt (`abort_of`), where the server may
+        still be generating its answer because lmclient or the program stopped it (`stopped`);
+        ``None`` otherwise: an answer that came whole, an error status, a failure of the server's
+        own, a call without an abort request."""
+        return self.abort_of() if self.abort is not None and stopped(exc) else None
+
+    def abort_of(self) -> Lookup[None] | None:
+        """The look-up that asks the server to stop generating this call's answer: its
+        `abort` request, sent once (no retry) within `ABORT_TIMEOUT`, whatever the call's own
+        deadline left (it may be what expired). ``None`` for a call without one."""
+        if self.abort is None:
+            return None
+        return Lookup.new(self.settings, self.abort, _no_answer, _ABORT)
 
     @staticmethod
     def streams(status: int, headers: Mapping[str, str]) -> bool:
