@@ -649,11 +649,13 @@ class AsyncClient(AsyncScoring):
         return call.finish_stream(state)
 
     async def _abort(self, abort: Lookup[None] | None) -> None:
-        """`Client._abort`, awaited here, in the task that was cancelled (or timed out),
-        before its `CancelledError` goes on: bounded by `ABORT_TIMEOUT`, and never a task of its
-        own (as ``asyncio.shield`` or ``create_task`` would leave, running on unawaited after
-        the task ends). A task cancelled again meanwhile gives the abort up, and that
-        `CancelledError` goes on: no cancellation is swallowed."""
+        """Send ``abort`` (`Call.aborting`), best-effort: one attempt within `ABORT_TIMEOUT`,
+        its failure logged (`abort_failed`), never raised: the error that ended the call goes on
+        unchanged once it is done. It is waited for here, in the thread interrupted or the task
+        cancelled (a Ctrl-C, a `CancelledError`, waits that long at most), never a task of its
+        own: ``asyncio.shield`` or ``create_task`` would leave one running on, unawaited, after
+        the task ended. A task cancelled again meanwhile (or a second Ctrl-C) gives the abort
+        up, and that interruption goes on: none is swallowed."""
         if abort is None:
             return
         try:

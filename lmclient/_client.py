@@ -627,8 +627,12 @@ class Client(Scoring):
 
     def _abort(self, abort: Lookup[None] | None) -> None:
         """Send ``abort`` (`Call.aborting`), best-effort: one attempt within `ABORT_TIMEOUT`,
-        waited for here, before the error that ended the call goes on unchanged (a Ctrl-C
-        waits that long at most); its failure is logged (`abort_failed`), never raised."""
+        its failure logged (`abort_failed`), never raised: the error that ended the call goes on
+        unchanged once it is done. It is waited for here, in the thread interrupted or the task
+        cancelled (a Ctrl-C, a `CancelledError`, waits that long at most), never a task of its
+        own: ``asyncio.shield`` or ``create_task`` would leave one running on, unawaited, after
+        the task ended. A task cancelled again meanwhile (or a second Ctrl-C) gives the abort
+        up, and that interruption goes on: none is swallowed."""
         if abort is None:
             return
         try:
