@@ -14,6 +14,7 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -124,11 +125,22 @@ def test_which_endings_ask_for_an_abort(exc: BaseException, aborts: bool) -> Non
     assert core("vllm").prepare("create", "Q", str, "chat", {}).aborting(exc) is None
 
 
-@pytest.mark.parametrize(("by", "aborts"), [("client", True), ("server", False), ("max_tokens", False)])
+@pytest.mark.parametrize(
+    ("by", "aborts"), [("client", True), ("server", False), ("max_tokens", False)]
+)
 def test_a_runaway_asks_for_an_abort_only_where_lmclient_stopped_it(by: str, aborts: bool) -> None:
     exc = errors.RunawayError(
-        text="aaaa", output_type=str, path="$", span="a", repeats=4, kind="repeat", by=by,
-        tokens=None, seconds=None, what="a", advice=""
+        text="aaaa",
+        output_type=str,
+        path="$",
+        span="a",
+        repeats=4,
+        kind="repeat",
+        by=by,
+        tokens=None,
+        seconds=None,
+        what="a",
+        advice="",
     )
     assert stopped(exc) is aborts
 
@@ -171,9 +183,12 @@ class Server:
 
 def test_a_timed_out_call_aborts_its_rid_and_raises_the_timeout() -> None:
     server = Server()
-    with server.router, lmclient.Client(URL + "/v1", model=MODEL, dialect="sglang") as client:
-        with pytest.raises(lmclient.APITimeoutError, match="timed out"):
-            client.generate("Q", max_retries=1)
+    with (
+        server.router,
+        lmclient.Client(URL + "/v1", model=MODEL, dialect="sglang") as client,
+        pytest.raises(lmclient.APITimeoutError, match="timed out"),
+    ):
+        client.generate("Q", max_retries=1)
     rid = server.sent[0]
     assert HEX32.fullmatch(rid) and server.sent == [rid, rid]  # a retry is the same call
     assert server.aborted == [{"rid": rid}] * 2  # each attempt stopped is aborted
@@ -231,9 +246,12 @@ def _endless(fake: FakeLLM) -> None:
 def test_a_deadline_cuts_a_slow_answer_and_the_server_sees_its_abort() -> None:
     fake = FakeLLM([MODEL], server="sglang")
     _endless(fake)
-    with fake.serve() as url, lmclient.Client(url, model=MODEL, dialect="sglang") as client:
-        with pytest.raises(lmclient.APITimeoutError):
-            client.generate("Q", deadline=0.5)
+    with (
+        fake.serve() as url,
+        lmclient.Client(url, model=MODEL, dialect="sglang") as client,
+        pytest.raises(lmclient.APITimeoutError),
+    ):
+        client.generate("Q", deadline=0.5)
     assert fake.aborted == [fake.calls[0].body["rid"]]
     assert HEX32.fullmatch(fake.aborted[0])
 
@@ -285,12 +303,11 @@ async def test_a_cancelled_task_aborts_its_call_and_stays_cancelled() -> None:
     fake = FakeLLM([MODEL], server="sglang")
     _endless(fake)
     sent = threading.Event()
-    fake.on_request = lambda request: request.endpoint == "chat" and sent.set()
+    _on_chat(fake, sent.set)
     with fake.serve() as url:
         async with lmclient.AsyncClient(url, model=MODEL, dialect="sglang") as client:
             task = asyncio.create_task(client.generate("Q"))
-            assert await asyncio.to_thread(sent.wait, WAIT)
-            await asyncio.sleep(0)  # (the request is in; the task waits for its answer)
+            assert await asyncio.to_thread(sent.wait, WAIT)  # the request is in
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
@@ -352,16 +369,24 @@ async def test_a_hanging_abort_is_given_up_and_the_cancellation_goes_on() -> Non
 def test_ctrl_c_aborts_a_sync_call() -> None:
     fake = FakeLLM([MODEL], server="sglang")
     _endless(fake)
-    fake.on_request = lambda request: request.endpoint == "chat" and _later(_thread.interrupt_main)
-    with fake.serve() as url, lmclient.Client(url, model=MODEL, dialect="sglang") as client:
-        with pytest.raises(KeyboardInterrupt):
-            client.generate("Q", deadline=WAIT)
+    _on_chat(fake, lambda: threading.Timer(0.2, _thread.interrupt_main).start())
+    with (
+        fake.serve() as url,
+        lmclient.Client(url, model=MODEL, dialect="sglang") as client,
+        pytest.raises(KeyboardInterrupt),
+    ):
+        client.generate("Q", deadline=WAIT)
     assert fake.aborted == [fake.calls[0].body["rid"]]
 
 
-def _later(action: Any) -> None:
-    """Run ``action`` from another thread in a moment (the client then waits for the answer)."""
-    threading.Timer(0.2, action).start()
+def _on_chat(fake: FakeLLM, action: Callable[[], object]) -> None:
+    """Run ``action`` as the fake receives a generation request (in the fake's thread)."""
+
+    def heard(request: Any) -> None:
+        if request.endpoint == "chat":
+            action()
+
+    fake.on_request = heard
 
 
 def test_the_fakes_route_answers_as_sglangs() -> None:
