@@ -2,8 +2,14 @@
 into a `Response`, the request to send next (`Next`: a re-ask, a continuation) or a typed
 error. `ClientCore.prepare` makes a `Call`; each client's one send loop (`_run`) drives it with
 its transport: `start_attempt`, then `finish` (the outcome), or `backoff` (after an error: the
-pause before retrying, or the error raised). A `Lookup` is the same for the set-up requests (the
-model list, the probes), whose answers are plain values.
+pause before retrying, or the error raised), and `aborting` (after an error or an interruption
+that left the server generating: the request that asks it to stop, SGLang's ``/abort_request``).
+A `Lookup` is the same for the set-up requests (the model list, the probes) and the aborts, whose
+answers are plain values.
+
+An abort, with its precedent: one attempt within 1 s, waited for, its failure logged: the
+server stops anyway once it notices the closed connection (SGLang polls every 4 s), so the
+abort only shortens that, and must never hold up nor replace the error the program sees.
 
 Retries, with their precedent: 2 retries with 0.5 s · 2^n backoff capped at 8 s, 25 % jitter,
 on 408/409/429/5xx but 501: the OpenAI SDK's policy, which users of these servers already live
@@ -15,6 +21,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, final
 
@@ -52,6 +59,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ABORT_TIMEOUT",
+    "Abort",
     "Attempts",
     "Call",
     "Listing",
@@ -59,6 +67,7 @@ __all__ = [
     "Next",
     "abort_failed",
     "name_request",
+    "new_rid",
     "stopped",
 ]
 
@@ -187,6 +196,32 @@ def abort_failed(abort: Lookup[None], exc: Exception) -> None:
     )
 
 
+class Abort(msgspec.Struct, frozen=True, kw_only=True):
+    """How a call's answer is stopped on the server: the ``request`` that asks it to (SGLang's
+    ``POST /abort_request {"rid": ...}``), and whether lmclient ``made`` the rid (`new_rid`)
+    rather than the user (``request_id``, an ``extra_body`` rid)."""
+
+    request: PreparedRequest
+    made: bool
+
+    @classmethod
+    def of(cls, url: str, headers: list[tuple[str, str]], rid: str, *, made: bool) -> Abort:
+        """The abort of the request whose body carries ``rid``, sent to ``url`` with the
+        call's ``headers`` (its key, and whatever a proxy in front routes by)."""
+        body = _encode({"rid": rid})
+        return cls(request=PreparedRequest("POST", url, headers, body), made=made)
+
+    def renamed(self, rid: str) -> Abort:
+        """This abort, for the request now carrying ``rid``."""
+        request = self.request
+        return Abort.of(request.url, request.headers, rid, made=self.made)
+
+
+def new_rid() -> str:
+    """A rid of lmclient's: a uuid4's 32 hex digits, as SGLang makes its own."""
+    return uuid.uuid4().hex
+
+
 def _no_answer(body: bytes) -> None:
     """An abort's answer: nothing to read (SGLang's is 200 with an empty body)."""
 
@@ -272,9 +307,9 @@ class Call(Attempts, kw_only=True):
     guard: Guard | None = None
     # Tools beside the output type (`lmclient._turn`): the answer is the calls or the value.
     turn: Turn | None = None
-    # The request that asks the server to stop generating this call's answer (SGLang's
-    # ``/abort_request`` for the call's ``rid``: `ClientCore.prepare`), where it has one.
-    abort: PreparedRequest | None = None
+    # How to ask the server to stop generating this call's answer (SGLang's ``/abort_request``
+    # for the call's ``rid``: `ClientCore.prepare`), where it can be.
+    abort: Abort | None = None
 
     @classmethod
     def new(
@@ -354,7 +389,23 @@ class Call(Attempts, kw_only=True):
         deadline left (it may be what expired). ``None`` for a call without one."""
         if self.abort is None:
             return None
-        return Lookup.new(self.settings, self.abort, _no_answer, _ABORT)
+        return Lookup.new(self.settings, self.abort.request, _no_answer, _ABORT)
+
+    def _backoff(self, exc: errors.LMClientError) -> float:
+        """`Attempts._backoff`; a retry after an attempt lmclient stopped (`stopped`) gets a
+        new ``rid`` where lmclient made the call's: SGLang refuses a rid it still runs with 400
+        ("Duplicate request ID"), and the attempt aborted may not have ended yet. A rid the
+        user gave (``request_id``) is kept: it names the call."""
+        delay = super()._backoff(exc)
+        abort = self.abort
+        if abort is not None and abort.made and stopped(exc):
+            rid = new_rid()
+            assert self.request.body is not None
+            body = msgspec.json.decode(self.request.body)
+            body["rid"] = rid
+            self.request = msgspec.structs.replace(self.request, body=_encode(body))
+            self.abort = abort.renamed(rid)
+        return delay
 
     @staticmethod
     def streams(status: int, headers: Mapping[str, str]) -> bool:
@@ -890,6 +941,8 @@ _LOCATE = Runaway(repeats=3, min_chars=8, max_span=512)
 # (``1000000000000000``: a number that would not have ended) is said as a loop, not "raise
 # max_tokens".
 _CUT = Runaway(repeats=4, min_chars=12)
+
+_encode = msgspec.json.Encoder().encode
 
 # A response body decoded, or the `ProtocolError` carrying it: refused unread where it nests
 # deeper than any answer (`lmclient._output.depth`).

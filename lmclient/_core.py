@@ -13,7 +13,6 @@ garbage cannot exhaust memory. (The retry policy's are in `lmclient._call`.)
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Literal
@@ -22,7 +21,7 @@ import httpx
 import msgspec
 
 from . import _confidence, errors
-from ._call import Call, Listing, Lookup
+from ._call import Abort, Call, Listing, Lookup, new_rid
 from ._config import UDS_BASE_URL, client_headers, client_uds, client_url
 from ._dialects import (
     OWNED_PROBES,
@@ -602,22 +601,22 @@ class ClientCore:
 
     def _aborted(
         self, body: dict[str, Any], params: Mapping[str, Any], headers: list[tuple[str, str]]
-    ) -> PreparedRequest | None:
-        """The request that aborts a call whose ``body`` goes to SGLang, by the body's ``rid``:
-        the call's ``request_id`` (or extra_body's ``rid``), else one made here and put in the
-        body, unique per call (a uuid4's hex, as SGLang makes its own). It goes to the same
-        server with the call's headers (the key, and whatever a proxy in front routes by).
+    ) -> Abort | None:
+        """The abort of a call whose ``body`` goes to SGLang, by the body's ``rid``: the call's
+        ``request_id`` (or extra_body's ``rid``), else one made here and put in the body,
+        unique per call (`new_rid`). It goes to the same server with the call's headers.
         ``None`` for a call with ``n`` > 1, whose samples SGLang gives rids of their own, which
         no abort of the call's reaches (nor one for a ``rid`` that is not a str)."""
         if (params.get("n") or 1) != 1:
             return None
         rid = body.get("rid")
-        if rid is None:
-            rid = body["rid"] = uuid.uuid4().hex
+        made = rid is None
+        if made:
+            rid = body["rid"] = new_rid()
         elif not isinstance(rid, str):
             return None
         assert self.abort_url is not None
-        return PreparedRequest("POST", self.abort_url, headers, _encode({"rid": rid}))
+        return Abort.of(self.abort_url, headers, rid, made=made)
 
     def names_model(self, params: Mapping[str, Any]) -> bool:
         """Whether a call names its model (``model=``, or in ``defaults``): then a client made

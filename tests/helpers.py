@@ -156,12 +156,13 @@ def without_made_rid(body: dict[str, Any], call: _call.Call) -> dict[str, Any]:
     """``body`` without the ``rid`` lmclient made for ``call`` (SGLang's, for its abort: a
     uuid4's hex, the one its abort request names), checked as such; a body whose call has no
     abort, or whose rid was given, as it is."""
-    if call.abort is None or "rid" not in body:
+    if call.abort is None:
         return body
     rid = body["rid"]
-    assert call.abort.body == msgspec.json.encode({"rid": rid})
-    if not re.fullmatch(r"[0-9a-f]{32}", rid):  # a request_id, or extra_body's: kept
+    assert call.abort.request.body == msgspec.json.encode({"rid": rid})
+    if not call.abort.made:  # a request_id, or extra_body's: kept
         return body
+    assert re.fullmatch(r"[0-9a-f]{32}", rid)
     return {k: v for k, v in body.items() if k != "rid"}
 
 

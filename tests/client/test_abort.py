@@ -56,8 +56,8 @@ def test_an_sglang_call_carries_a_rid_of_its_own_and_the_abort_naming_it(
     second = client.prepare("create", "Q", str, endpoint, {}, reading=reading)
     rid = rid_of(first.request.body)
     assert HEX32.fullmatch(rid) and rid != rid_of(second.request.body)  # one per call
-    abort = first.abort
-    assert abort is not None
+    assert first.abort is not None and first.abort.made
+    abort = first.abort.request
     assert (abort.method, abort.url) == ("POST", "http://h/abort_request")  # the server's root
     assert abort.body == msgspec.json.encode({"rid": rid})
     assert abort.headers == first.request.headers  # the key, the call's own headers, JSON
@@ -67,9 +67,10 @@ def test_an_sglang_call_carries_a_rid_of_its_own_and_the_abort_naming_it(
 def test_the_rid_aborted_is_the_request_id_given() -> None:
     call = core().prepare("create", "Q", str, "chat", {"request_id": "req-7"})
     assert rid_of(call.request.body) == "req-7"
-    assert call.abort is not None and call.abort.body == b'{"rid":"req-7"}'
+    assert call.abort is not None and call.abort.request.body == b'{"rid":"req-7"}'
+    assert not call.abort.made
     extra = core().prepare("create", "Q", str, "chat", {"extra_body": {"rid": "mine"}})
-    assert extra.abort is not None and extra.abort.body == b'{"rid":"mine"}'
+    assert extra.abort is not None and extra.abort.request.body == b'{"rid":"mine"}'
 
 
 @pytest.mark.parametrize("dialect", sorted(set(DIALECTS) - {"sglang"}))
@@ -119,7 +120,7 @@ def test_which_endings_ask_for_an_abort(exc: BaseException, aborts: bool) -> Non
     abort = call.aborting(exc)
     assert (abort is not None) is aborts
     if abort is not None:
-        assert abort.request == call.abort
+        assert call.abort is not None and abort.request == call.abort.request
         assert abort.settings.max_retries == 0  # one attempt, bounded, whatever the call's
         assert abort.settings.deadline == abort.settings.timeouts.read == ABORT_TIMEOUT
     assert core("vllm").prepare("create", "Q", str, "chat", {}).aborting(exc) is None
@@ -189,9 +190,11 @@ def test_a_timed_out_call_aborts_its_rid_and_raises_the_timeout() -> None:
         pytest.raises(lmclient.APITimeoutError, match="timed out"),
     ):
         client.generate("Q", max_retries=1)
-    rid = server.sent[0]
-    assert HEX32.fullmatch(rid) and server.sent == [rid, rid]  # a retry is the same call
-    assert server.aborted == [{"rid": rid}] * 2  # each attempt stopped is aborted
+    first, retry = server.sent
+    assert HEX32.fullmatch(first) and HEX32.fullmatch(retry)
+    # each attempt stopped is aborted; the retry has a rid of its own, as SGLang refuses one it
+    # still runs ("Duplicate request ID": the attempt aborted may not have ended yet)
+    assert first != retry and server.aborted == [{"rid": first}, {"rid": retry}]
 
 
 async def test_async_a_timed_out_call_aborts_its_rid_and_raises_the_timeout() -> None:
@@ -201,6 +204,17 @@ async def test_async_a_timed_out_call_aborts_its_rid_and_raises_the_timeout() ->
             with pytest.raises(lmclient.APITimeoutError):
                 await client.generate("Q", max_retries=0, request_id="req-1")
     assert server.sent == ["req-1"] and server.aborted == [{"rid": "req-1"}]
+
+
+def test_a_retry_keeps_the_request_id_given() -> None:
+    server = Server()
+    with (
+        server.router,
+        lmclient.Client(URL + "/v1", model=MODEL, dialect="sglang") as client,
+        pytest.raises(lmclient.APITimeoutError),
+    ):
+        client.generate("Q", max_retries=1, request_id="req-2")
+    assert server.sent == ["req-2"] * 2 and server.aborted == [{"rid": "req-2"}] * 2
 
 
 def test_a_call_that_ended_asks_nothing() -> None:
