@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 import httpx
 
 from . import errors
-from ._call import Call, Lookup, Next
+from ._call import Call, Lookup, Next, abort_failed
 from ._core import DEFAULT_MAX_RESPONSE_BYTES, ClientCore, Reading
 from ._dialects import Endpoint, ServerInfo, Whitespace
 from ._embeddings import (
@@ -340,7 +340,7 @@ class AsyncClient(AsyncScoring):
             )
             return StreamState(call), await self._open(call)
 
-        return AsyncStream(opener)
+        return AsyncStream(opener, self._abort)
 
     async def generate_many(
         self,
@@ -642,9 +642,13 @@ class AsyncClient(AsyncScoring):
                     watch.reasked(call, outcome.invalid)
                 continue
             except errors.LMClientError as exc:
+                await self._abort(call.aborting(exc))
                 delay = call.backoff(exc)
                 if watch is not None:
                     watch.retrying(delay, exc)
+            except BaseException as exc:  # the program's own: a cancelled task, Ctrl-C, ...
+                await self._abort(call.aborting(exc))
+                raise
             await asyncio.sleep(delay)
 
     async def _read_watched(
@@ -672,6 +676,21 @@ class AsyncClient(AsyncScoring):
         finally:
             await response.aclose()
         return call.finish_stream(state)
+
+    async def _abort(self, abort: Lookup[None] | None) -> None:
+        """Send ``abort`` (`Call.aborting`), best-effort: one attempt within `ABORT_TIMEOUT`,
+        its failure logged (`abort_failed`), never raised: the error that ended the call goes on
+        unchanged once it is done. It is waited for here, in the thread interrupted or the task
+        cancelled (a Ctrl-C, a `CancelledError`, waits that long at most), never a task of its
+        own: ``asyncio.shield`` or ``create_task`` would leave one running on, unawaited, after
+        the task ended. A task cancelled again meanwhile (or a second Ctrl-C) gives the abort
+        up, and that interruption goes on: none is swallowed."""
+        if abort is None:
+            return
+        try:
+            await self._run(abort)
+        except Exception as exc:
+            abort_failed(abort, exc)
 
     async def _setup(self, params: dict[str, Any]) -> None:
         """Learn, once, what ``model=None`` and ``dialect="auto"`` leave open."""
@@ -787,9 +806,13 @@ class AsyncClient(AsyncScoring):
                     await response.aclose()
                 raise api_error(response.status, response.headers, body)
             except errors.LMClientError as exc:
+                await self._abort(call.aborting(exc))
                 delay = call.backoff(exc)
                 if watch is not None:
                     watch.retrying(delay, exc)
+            except BaseException as exc:  # the program's own (as in `_run`)
+                await self._abort(call.aborting(exc))
+                raise
             await asyncio.sleep(delay)
 
     async def aclose(self) -> None:

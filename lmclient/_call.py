@@ -2,8 +2,14 @@
 into a `Response`, the request to send next (`Next`: a re-ask, a continuation) or a typed
 error. `ClientCore.prepare` makes a `Call`; each client's one send loop (`_run`) drives it with
 its transport: `start_attempt`, then `finish` (the outcome), or `backoff` (after an error: the
-pause before retrying, or the error raised). A `Lookup` is the same for the set-up requests (the
-model list, the probes), whose answers are plain values.
+pause before retrying, or the error raised), and `aborting` (after an error or an interruption
+that left the server generating: the request that asks it to stop, SGLang's ``/abort_request``).
+A `Lookup` is the same for the set-up requests (the model list, the probes) and the aborts, whose
+answers are plain values.
+
+An abort, with its precedent: one attempt within 1 s, waited for, its failure logged: the
+server stops anyway once it notices the closed connection (SGLang polls every 4 s), so the
+abort only shortens that, and must never hold up nor replace the error the program sees.
 
 Retries, with their precedent: 2 retries with 0.5 s · 2^n backoff capped at 8 s, 25 % jitter,
 on 408/409/429/5xx but 501: the OpenAI SDK's policy, which users of these servers already live
@@ -15,6 +21,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, final
 
@@ -51,16 +58,25 @@ if TYPE_CHECKING:
     from ._stream_state import StreamState
 
 __all__ = [
+    "ABORT_TIMEOUT",
+    "Abort",
     "Attempts",
     "Call",
     "Listing",
     "Lookup",
     "Next",
+    "abort_failed",
     "name_request",
+    "new_rid",
+    "stopped",
 ]
 
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 MAX_RETRY_AFTER = 60.0  # a server asking for a longer pause gets an error, not a hung call
+# An abort (`Call.abort_of`) is one attempt, bounded: a server that is up answers it at once, and
+# a cancelled task or an interrupted program waits for it (`Client._abort`).
+ABORT_TIMEOUT = 1.0
+_ABORT = {"timeout": ABORT_TIMEOUT, "deadline": ABORT_TIMEOUT, "max_retries": 0}
 
 V = TypeVar("V")
 
@@ -135,6 +151,11 @@ class Attempts(msgspec.Struct, kw_only=True):
         )
         return delay
 
+    def aborting(self, exc: BaseException) -> Lookup[None] | None:
+        """The request that asks the server to stop generating the answer ``exc`` left
+        unread, if any (`Call.aborting`); a set-up request has none."""
+        return None
+
     def log_attempt(self, status: int, headers: Mapping[str, str]) -> None:
         """One DEBUG line per attempt; never the key, the prompt or the output. (An answer
         that no attempt sent, a batch file's, is untimed.)"""
@@ -148,6 +169,61 @@ class Attempts(msgspec.Struct, kw_only=True):
             self.retries,
             scrub_text(headers.get("x-request-id"), secrets_of(self.request.headers)),
         )
+
+
+def stopped(exc: BaseException) -> bool:
+    """Whether ``exc`` ends an attempt whose answer the server may still be generating because
+    the client stopped waiting or reading: a timeout (the call's ``deadline`` or ``timeout``),
+    a runaway lmclient's watch stopped (the server's own stop, or ``max_tokens``, ended the
+    answer), or the program's own interruption (a cancelled task's `asyncio.CancelledError`,
+    `KeyboardInterrupt`, `GeneratorExit`: every `BaseException` that is not an `Exception`).
+    A server's error (a status, a lost connection, bad bytes) ended the answer there."""
+    if isinstance(exc, errors.RunawayError):
+        return exc.by == "client"
+    return isinstance(exc, errors.APITimeoutError) or not isinstance(exc, Exception)
+
+
+def abort_failed(abort: Lookup[None], exc: Exception) -> None:
+    """Log an abort that failed (`Call.abort_of`): never raised, since the error that ended the
+    call is the one its caller must see; the server then stops the generation when it notices
+    the closed connection (SGLang looks every few seconds), or at ``max_tokens``."""
+    log.warning(
+        "the server was not asked to stop a generation lmclient stopped reading "
+        "(POST %s %s): %s; it stops when it notices the closed connection",
+        httpx.URL(abort.request.url).path,
+        (abort.request.body or b"").decode(),
+        exc,
+    )
+
+
+class Abort(msgspec.Struct, frozen=True, kw_only=True):
+    """How a call's answer is stopped on the server: the ``request`` that asks it to (SGLang's
+    ``POST /abort_request {"rid": ...}``), and whether lmclient ``made`` the rid (`new_rid`)
+    rather than the user (``request_id``, an ``extra_body`` rid)."""
+
+    request: PreparedRequest
+    made: bool
+
+    @classmethod
+    def of(cls, url: str, headers: list[tuple[str, str]], rid: str, *, made: bool) -> Abort:
+        """The abort of the request whose body carries ``rid``, sent to ``url`` with the
+        call's ``headers`` (its key, and whatever a proxy in front routes by)."""
+        body = _encode({"rid": rid})
+        return cls(request=PreparedRequest("POST", url, headers, body), made=made)
+
+    def renamed(self, rid: str) -> Abort:
+        """This abort, for the request now carrying ``rid``."""
+        request = self.request
+        return Abort.of(request.url, request.headers, rid, made=self.made)
+
+
+def new_rid() -> str:
+    """A rid of lmclient's: a uuid4's 32 hex digits, as SGLang makes its own."""
+    return uuid.uuid4().hex
+
+
+def _no_answer(body: bytes) -> None:
+    """An abort's answer: nothing to read (SGLang's is 200 with an empty body)."""
 
 
 def name_request(exc: errors.LMClientError, request: PreparedRequest) -> None:
@@ -244,6 +320,9 @@ class Call(Attempts, kw_only=True):
     guard: Guard | None = None
     # Tools beside the output type (`lmclient._turn`): the answer is the calls or the value.
     turn: Turn | None = None
+    # How to ask the server to stop generating this call's answer (SGLang's ``/abort_request``
+    # for the call's ``rid``: `ClientCore.prepare`), where it can be.
+    abort: Abort | None = None
 
     @classmethod
     def new(
@@ -309,6 +388,37 @@ class Call(Attempts, kw_only=True):
             return response if not self.probabilities else self._with_probabilities(response)
         except errors.ValidationError as exc:
             return Next(call=self.reask(exc), invalid=exc)
+
+    def aborting(self, exc: BaseException) -> Lookup[None] | None:
+        """The abort to send after ``exc`` ended an attempt (`abort_of`), where the server may
+        still be generating its answer because lmclient or the program stopped it (`stopped`);
+        ``None`` otherwise: an answer that came whole, an error status, a failure of the server's
+        own, a call without an abort request."""
+        return self.abort_of() if self.abort is not None and stopped(exc) else None
+
+    def abort_of(self) -> Lookup[None] | None:
+        """The look-up that asks the server to stop generating this call's answer: its
+        `abort` request, sent once (no retry) within `ABORT_TIMEOUT`, whatever the call's own
+        deadline left (it may be what expired). ``None`` for a call without one."""
+        if self.abort is None:
+            return None
+        return Lookup.new(self.settings, self.abort.request, _no_answer, _ABORT)
+
+    def _backoff(self, exc: errors.LMClientError) -> float:
+        """`Attempts._backoff`; a retry after an attempt lmclient stopped (`stopped`) gets a
+        new ``rid`` where lmclient made the call's: SGLang refuses a rid it still runs with 400
+        ("Duplicate request ID"), and the attempt aborted may not have ended yet. A rid the
+        user gave (``request_id``) is kept: it names the call."""
+        delay = super()._backoff(exc)
+        abort = self.abort
+        if abort is not None and abort.made and stopped(exc):
+            rid = new_rid()
+            assert self.request.body is not None
+            body = msgspec.json.decode(self.request.body)
+            body["rid"] = rid
+            self.request = msgspec.structs.replace(self.request, body=_encode(body))
+            self.abort = abort.renamed(rid)
+        return delay
 
     @staticmethod
     def streams(status: int, headers: Mapping[str, str]) -> bool:
@@ -844,6 +954,8 @@ _LOCATE = Runaway(repeats=3, min_chars=8, max_span=512)
 # (``1000000000000000``: a number that would not have ended) is said as a loop, not "raise
 # max_tokens".
 _CUT = Runaway(repeats=4, min_chars=12)
+
+_encode = msgspec.json.Encoder().encode
 
 # A response body decoded, or the `ProtocolError` carrying it: refused unread where it nests
 # deeper than any answer (`lmclient._output.depth`).

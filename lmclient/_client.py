@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 import httpx
 
 from . import errors
-from ._call import Call, Lookup, Next
+from ._call import Call, Lookup, Next, abort_failed
 from ._core import DEFAULT_MAX_RESPONSE_BYTES, ClientCore, Reading
 from ._dialects import Endpoint, ServerInfo, Whitespace
 from ._embeddings import (
@@ -332,7 +332,7 @@ class Client(Scoring):
             call = self._prepare("stream", prompt, output_type, endpoint, params, reading="stream")
             return StreamState(call), self._open(call)
 
-        return Stream(opener)
+        return Stream(opener, self._abort)
 
     def generate_many(
         self,
@@ -621,9 +621,13 @@ class Client(Scoring):
                     watch.reasked(call, outcome.invalid)
                 continue
             except errors.LMClientError as exc:
+                self._abort(call.aborting(exc))
                 delay = call.backoff(exc)
                 if watch is not None:
                     watch.retrying(delay, exc)
+            except BaseException as exc:  # the program's own: a cancelled task, Ctrl-C, ...
+                self._abort(call.aborting(exc))
+                raise
             time.sleep(delay)
 
     def _read_watched(
@@ -649,6 +653,21 @@ class Client(Scoring):
         finally:
             response.close()
         return call.finish_stream(state)
+
+    def _abort(self, abort: Lookup[None] | None) -> None:
+        """Send ``abort`` (`Call.aborting`), best-effort: one attempt within `ABORT_TIMEOUT`,
+        its failure logged (`abort_failed`), never raised: the error that ended the call goes on
+        unchanged once it is done. It is waited for here, in the thread interrupted or the task
+        cancelled (a Ctrl-C, a `CancelledError`, waits that long at most), never a task of its
+        own: ``asyncio.shield`` or ``create_task`` would leave one running on, unawaited, after
+        the task ended. A task cancelled again meanwhile (or a second Ctrl-C) gives the abort
+        up, and that interruption goes on: none is swallowed."""
+        if abort is None:
+            return
+        try:
+            self._run(abort)
+        except Exception as exc:
+            abort_failed(abort, exc)
 
     def _setup(self, params: dict[str, Any]) -> None:
         """Learn, once, what ``model=None`` and ``dialect="auto"`` leave open."""
@@ -756,9 +775,13 @@ class Client(Scoring):
                     response.close()
                 raise api_error(response.status, response.headers, body)
             except errors.LMClientError as exc:
+                self._abort(call.aborting(exc))
                 delay = call.backoff(exc)
                 if watch is not None:
                     watch.retrying(delay, exc)
+            except BaseException as exc:  # the program's own (as in `_run`)
+                self._abort(call.aborting(exc))
+                raise
             time.sleep(delay)
 
     def close(self) -> None:

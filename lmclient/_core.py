@@ -21,7 +21,7 @@ import httpx
 import msgspec
 
 from . import _confidence, errors
-from ._call import Call, Listing, Lookup
+from ._call import Abort, Call, Listing, Lookup, new_rid
 from ._config import UDS_BASE_URL, client_headers, client_uds, client_url
 from ._dialects import (
     OWNED_PROBES,
@@ -51,6 +51,7 @@ from ._plans import Planned, Plans
 from ._reasoning import REASONING_PARAMS, reasoning_fields, reasoning_params, thinking_room
 from ._request import CallSettings, PreparedRequest, Timeouts
 from ._runaway import Runaway, RunawaySetting, runaway_setting, server_fields
+from ._servers import SERVERS
 from ._serving import (
     HEADER_PARAMS,
     TABLED,
@@ -184,6 +185,7 @@ class ClientCore:
         self.forced = None if dialect == "auto" else get_dialect(dialect)
         self.dialect = None if self.forced is None or self.forced.probe_first else self.forced
         self.server_info: ServerInfo | None = None
+        self.abort_url = self._abort_url()  # where its calls are aborted (`_abort_url`), if any
         self.listed: list[str] | None = None  # the model list the probes got, if they got one
         self.caveat = ""  # what the errors of invalid output add (`Dialect.caveat`, `_fallback`)
         self.unserved = ""  # the refusal of the client's model, if the server would ignore it
@@ -283,6 +285,7 @@ class ClientCore:
             self.caveat = self.dialect.caveat(info)
             if self.forced is None and info.kind == "unknown":
                 self.caveat = self._fallback(answers, mocked=mocked)
+        self.abort_url = self._abort_url()
         if self.model is None and len(info.models) == 1:
             self.model = info.models[0]
         elif self.model is not None:
@@ -292,6 +295,22 @@ class ClientCore:
                 "make the client with model= one of them (or pass model= to each call)"
             )
         return info
+
+    def _abort_url(self) -> str | None:
+        """Where the server stops a request by the id it carried (`Server.abort`: SGLang's
+        ``/abort_request``), for the calls of this dialect: ``None`` before the dialect is
+        known, for a dialect whose server has no such route, and where the probes saw a server
+        of another kind (the SGLang Model Gateway in front of SGLang workers speaks their
+        dialect, and drops ``rid`` on chat). A server they did not recognise (a dialect forced
+        behind a proxy that passes only the POST routes) is taken at the dialect's word."""
+        dialect = self.dialect
+        server = None if dialect is None else SERVERS.get(dialect.name)
+        if server is None or server.abort is None:
+            return None
+        info = self.server_info
+        if info is not None and info.kind not in (server.kind, "unknown"):
+            return None
+        return self.root_url + server.abort
 
     def _fallback(self, answers: Sequence[Any], *, mocked: bool) -> str:
         """What the errors of invalid output add when ``"auto"`` fell back to ``generic``
@@ -609,7 +628,10 @@ class ClientCore:
             runaway=runaway,
             turn=turn,
         )
-        return Call.new(
+        abort = None  # a call to a server that aborts by id (SGLang) carries one (`_aborted`)
+        if self.abort_url is not None and reading != "file":
+            abort = self._aborted(body, merged, headers)
+        call = Call.new(
             self.settings,
             PreparedRequest("POST", self._urls[endpoint], headers, _encode(body)),
             spec=checked.spec,
@@ -622,6 +644,28 @@ class ClientCore:
             guard=guard,
             turn=turn,
         )
+        if abort is not None:  # set apart: the usual call's constructor keeps its keywords
+            call.abort = abort
+        return call
+
+    def _aborted(
+        self, body: dict[str, Any], params: Mapping[str, Any], headers: list[tuple[str, str]]
+    ) -> Abort | None:
+        """The abort of a call whose ``body`` goes to SGLang, by the body's ``rid``: the call's
+        ``request_id`` (or extra_body's ``rid``), else one made here and put in the body,
+        unique per call (`new_rid`). It goes to the same server with the call's headers.
+        ``None`` for a call with ``n`` > 1, whose samples SGLang gives rids of their own, which
+        no abort of the call's reaches (nor one for a ``rid`` that is not a str)."""
+        if (params.get("n") or 1) != 1:
+            return None
+        rid = body.get("rid")
+        made = rid is None
+        if made:
+            rid = body["rid"] = new_rid()
+        elif not isinstance(rid, str):
+            return None
+        assert self.abort_url is not None
+        return Abort.of(self.abort_url, headers, rid, made=made)
 
     def names_model(self, params: Mapping[str, Any]) -> bool:
         """Whether a call names its model (``model=``, or in ``defaults``): then a client made

@@ -83,6 +83,10 @@ class Server:
     # first release that reads it; earlier ones accept it and ignore it.
     added: Mapping[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
     successor: Successor | None = None
+    # The path of its route that stops a request by the id the request carried (``rid`` on
+    # SGLang: ``POST /abort_request {"rid": ...}``, answered 200 with no body whether the id
+    # is known or not): where the client asks it to stop an answer it stopped reading.
+    abort: str | None = None
 
     def ignored(self, field: str, endpoint: str) -> str | None:
         """Why ``field`` would be ignored on ``endpoint`` (``""``: no more to say), or ``None``
@@ -191,6 +195,7 @@ SERVERS: dict[str, Server] = {
         version_key="version",
         answer={"version": "0.5.23"},
         owner="sglang",  # sglang/srt/entrypoints/openai/protocol.py, ModelCard
+        abort="/abort_request",  # sglang/srt/entrypoints/http_server.py, AbortReq
         # Its chat ignores a top-level json_schema, which its completions read (a JSON string).
         obeys={
             "chat": frozenset({"response_format", "regex", "ebnf"}),

@@ -2,7 +2,8 @@
 
 Both are thin shells over `StreamState`; they only pull bytes and close the response. The
 response is released when the stream ends, on error, on ``break`` followed by leaving the
-``with`` block, and on task cancellation; use them as context managers.
+``with`` block, and on task cancellation; use them as context managers. Released before its
+answer ended, the server is asked to stop generating it where it can be (SGLang).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ._wire.protocol import LlamaCppTimings, Usage, VllmMetrics
 from ._wire.sse import ArrayItems
 
 if TYPE_CHECKING:
+    from ._call import Lookup
     from ._tools import ToolCall
     from ._wire.partial import ObjectProgress, PartialObject
     from ._wire.progressive import Partial
@@ -41,6 +43,9 @@ Opened = StreamResponse  # what a transport's stream() returns, once the status 
 AsyncOpened = AsyncStreamResponse
 Opener = Callable[[], tuple[StreamState, Opened]]
 AsyncOpener = Callable[[], Awaitable[tuple[StreamState, AsyncOpened]]]
+# The client's best-effort abort (`Client._abort`), for a stream closed before its answer ended.
+Aborter = Callable[["Lookup[None] | None"], None]
+AsyncAborter = Callable[["Lookup[None] | None"], Awaitable[None]]
 
 
 class _Snapshots(Protocol[S_co]):
@@ -202,8 +207,9 @@ class Stream(_StreamBase[T, Args]):
     """Iterate for text deltas; `items()` for array elements; `partials()` for an object as it
     grows, `fields()` for its whole fields; `value` for the validated whole."""
 
-    def __init__(self, opener: Opener) -> None:
+    def __init__(self, opener: Opener, abort: Aborter) -> None:
         self._opener = opener
+        self._abort = abort
         self._state = None
         self._result = None
         self._response: StreamResponse | None = None
@@ -383,19 +389,24 @@ class Stream(_StreamBase[T, Args]):
         return self.read()
 
     def close(self) -> None:
-        """Release the connection; idempotent."""
+        """Release the connection; idempotent. A stream closed before the server said its
+        answer ended (a ``break``, an error, leaving the ``with`` block) has the server asked
+        to stop generating it, where it can be (SGLang: `StreamState.abort`)."""
         self._closed = True
         response, self._response = self._response, None
         if response is not None:
             response.close()
+            if self._state is not None:
+                self._abort(self._state.abort())
         self._report_end()
 
 
 class AsyncStream(_StreamBase[T, Args]):
     """`Stream` for asyncio: ``async with`` / ``async for``; ``await aread()`` for the value."""
 
-    def __init__(self, opener: AsyncOpener) -> None:
+    def __init__(self, opener: AsyncOpener, abort: AsyncAborter) -> None:
         self._opener = opener
+        self._abort = abort
         self._state = None
         self._result = None
         self._response: AsyncStreamResponse | None = None
@@ -576,9 +587,12 @@ class AsyncStream(_StreamBase[T, Args]):
         return self._finished().value
 
     async def aclose(self) -> None:
-        """Release the connection; idempotent."""
+        """Release the connection; idempotent; the server asked to stop an answer that had not
+        ended (as `Stream.close`), also when the task reading it is cancelled."""
         self._closed = True
         response, self._response = self._response, None
         if response is not None:
             await response.aclose()
+            if self._state is not None:
+                await self._abort(self._state.abort())
         self._report_end()

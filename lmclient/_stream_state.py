@@ -28,7 +28,7 @@ from ._wire.protocol import (
 from ._wire.sse import ServerSentEvent, SSEDecoder
 
 if TYPE_CHECKING:
-    from ._call import Call
+    from ._call import Call, Lookup
     from ._hooks import Watch
     from ._response import Response
 
@@ -91,6 +91,14 @@ class StreamState:
         # the watch over the text for runaways (`_runaway`), where lmclient is the one to watch
         runaway = call.runaway
         self._sentry = Sentry(runaway) if call.guard == "client" and runaway else None
+
+    def abort(self) -> Lookup[None] | None:
+        """The request that asks the server to stop generating this stream's answer
+        (`Call.abort_of`), for a stream closed before the server said the answer ended (no
+        ``[DONE]``, no finish_reason): ``None`` once it did, or where the call has none."""
+        if self.done or self.finish_reason is not None:
+            return None
+        return self._call.abort_of()
 
     def scrub(self, exc: BaseException) -> None:
         """Take the client's key out of a failure of this stream (`lmclient._secrets`)."""

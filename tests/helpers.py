@@ -143,12 +143,27 @@ def make_core(**kw: Any) -> _core.ClientCore:
 
 def body_of(dialect: str, output_type: Any = str, endpoint: Any = "chat", **params: Any) -> Any:
     """The decoded body of a call, as `dialect` sends it, without the runaway watch's fields
-    (vLLM's ``repetition_detection``, a stream elsewhere: `tests.kinds.expected_watch`), so
-    that a test of other fields compares only its own."""
+    (vLLM's ``repetition_detection``, a stream elsewhere: `tests.kinds.expected_watch`) nor
+    the ``rid`` lmclient makes for a call it may abort (`without_made_rid`), so that a test of
+    other fields compares only its own."""
     core = _core.ClientCore("http://h/v1", "m", dialect=dialect, runaway="off")
     call = core.prepare("create", "Q", output_type, endpoint, params)
     assert call.request.body is not None
-    return msgspec.json.decode(call.request.body)
+    return without_made_rid(msgspec.json.decode(call.request.body), call)
+
+
+def without_made_rid(body: dict[str, Any], call: _call.Call) -> dict[str, Any]:
+    """``body`` without the ``rid`` lmclient made for ``call`` (SGLang's, for its abort: a
+    uuid4's hex, the one its abort request names), checked as such; a body whose call has no
+    abort, or whose rid was given, as it is."""
+    if call.abort is None:
+        return body
+    rid = body["rid"]
+    assert call.abort.request.body == msgspec.json.encode({"rid": rid})
+    if not call.abort.made:  # a request_id, or extra_body's: kept
+        return body
+    assert re.fullmatch(r"[0-9a-f]{32}", rid)
+    return {k: v for k, v in body.items() if k != "rid"}
 
 
 def sent(dialect: str, **params: Any) -> dict[str, Any]:

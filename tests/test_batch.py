@@ -57,6 +57,10 @@ def test_each_line_is_exactly_what_the_client_sends(
             assert "stream" not in line["body"] and "stream_options" not in line["body"]
             assert sent.pop("stream", None) is (None if dialect == "vllm" else True)
             sent.pop("stream_options", None)
+            # the rid the client makes on SGLang, for its abort; a line has none (its custom_id
+            # names it, and no one here aborts it)
+            rid = sent.pop("rid", None)
+            assert (rid is None) is (dialect != "sglang") and "rid" not in line["body"]
             assert line["body"] == sent
     assert [line["custom_id"] for line in lines] == ["request-0", "request-1", "request-2"]
 

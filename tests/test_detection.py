@@ -66,7 +66,9 @@ def impersonate(name: str) -> FakeLLM:
 
 
 def _choice_fields(body: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in body.items() if k not in ("model", "messages")}
+    """The constraint's fields: not model and messages, nor the rid a call to SGLang carries for
+    its abort (tests/client/test_abort.py)."""
+    return {k: v for k, v in body.items() if k not in ("model", "messages", "rid")}
 
 
 EXPECTED_CHOICE = {

@@ -18,6 +18,7 @@ from lmclient import _core
 from lmclient._dialects import DIALECTS, ServerInfo
 from lmclient._serving import SERVING, TABLED
 from lmclient.testing import FakeLLM
+from tests.helpers import without_made_rid
 
 TRACE = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 STATE = "congo=t61rcWkgMzE"
@@ -65,10 +66,11 @@ def make_core(dialect: str = "vllm", **kw: Any) -> _core.ClientCore:
 def prepared(
     core: _core.ClientCore, endpoint: Any = "chat", **params: Any
 ) -> tuple[dict[str, Any], list[tuple[str, str]]]:
-    """The decoded body and the header list of one call."""
+    """The decoded body (without the ``rid`` lmclient makes on SGLang: `without_made_rid`)
+    and the header list of one call."""
     call = core.prepare("create", "Q", str, endpoint, params)
     assert call.request.body is not None
-    return msgspec.json.decode(call.request.body), call.request.headers
+    return without_made_rid(msgspec.json.decode(call.request.body), call), call.request.headers
 
 
 def added(core: _core.ClientCore, headers: list[tuple[str, str]]) -> dict[str, str]:
@@ -334,7 +336,9 @@ async def test_serving_fields_over_sockets_async() -> None:
     assert (first.model, first.body["rid"], first.body["priority"]) == ("lora-b", "r1", 4)
     assert first.headers["x-tenant"] == "t" and "x-request-id" not in first.headers
     assert (streamed.body["rid"], streamed.headers["traceparent"]) == ("r2", TRACE)
-    assert usual.model == "base" and "rid" not in usual.body
+    assert usual.model == "base"
+    assert re.fullmatch(r"[0-9a-f]{32}", usual.body["rid"])  # lmclient's own, for its abort
+    assert len({first.body["rid"], streamed.body["rid"], usual.body["rid"]}) == 3
 
 
 def test_per_call_model_needs_no_model_list() -> None:

@@ -152,6 +152,10 @@ class FakeLLM:
         self._requests: list[RecordedRequest] = []
         self._ids = itertools.count(1)
         self._in_flight = InFlight()
+        # The route that aborts a request by its id, where the imitated server has one (SGLang's
+        # ``/abort_request``, at the root): answered as the server does, recorded (`aborted`).
+        known_server = None if server in (None, "generic") or gateway else SERVERS.get(server)
+        self._abort_path = None if known_server is None else known_server.abort
         if server is not None and server != "generic" and server not in SERVERS:
             kinds = [*SERVERS, "generic", None]
             raise ValueError(f"server must be one of {kinds}, not {server!r}")
@@ -470,6 +474,18 @@ class FakeLLM:
         return [r for r in self.requests if r.endpoint in ("chat", "completions")]
 
     @property
+    def aborted(self) -> list[Any]:
+        """The ids that requests to the imitated server's abort route named, oldest first
+        (SGLang's ``POST /abort_request``: each body's ``rid``). The fake answers that route as
+        SGLang 0.5.23 does (200, no body), and keeps generating: a test asserts what a client
+        asked for."""
+        return [
+            r.body.get("rid") if isinstance(r.body, dict) else r.body
+            for r in self.requests
+            if r.path == self._abort_path and r.method == "POST"
+        ]
+
+    @property
     def last_request(self) -> RecordedRequest:
         with self._lock:
             if not self._requests:
@@ -569,6 +585,8 @@ class FakeLLM:
         fixed = self._routes.get((request.method, path))
         if fixed is not None:
             return fixed
+        if path == self._abort_path and request.method == "POST":
+            return _abort_response(decoded)
         if request.endpoint == "models" and request.method == "GET" and not self.gateway:
             return self._models()
         if request.endpoint in ("embeddings", "tokenize", "scoring") and request.method == "POST":
@@ -636,8 +654,14 @@ class FakeLLM:
             text = "" if fault.kind == "oversize" else answers[0].content or ""
             answers[0] = dataclasses.replace(answers[0], content=MARK + text)
         number = next(self._ids)
+        rid = body.get("rid") if self.server == "sglang" else None
         head = {
-            "id": f"chatcmpl-{number}" if kind == "chat" else f"cmpl-{number}",
+            # SGLang answers with the request's rid as the id (its ``meta_info["id"]``)
+            "id": rid
+            if isinstance(rid, str)
+            else f"chatcmpl-{number}"
+            if kind == "chat"
+            else f"cmpl-{number}",
             "object": "chat.completion" if kind == "chat" else "text_completion",
             "created": CREATED,
             "model": self._served.answering(body),
@@ -722,6 +746,18 @@ class FakeLLM:
             for index, reply in enumerate(replies)
         ]
         return answers, replies[0]
+
+
+def _abort_response(body: Any) -> FakeResponse:
+    """SGLang's ``POST /abort_request`` (0.5.23, ``srt/entrypoints/http_server.py``): the body
+    is an ``AbortReq`` (``rid``, ``abort_all``, ...; other keys ignored), answered 200 with an
+    empty body whether the rid is running, finished or unknown; a body that is no such object
+    is FastAPI's 422."""
+    if not isinstance(body, dict) or not isinstance(body.get("rid", ""), (str, type(None))):
+        detail = [{"type": "model_attributes_type", "loc": ["body"], "msg": "Input should be a "
+                   "valid dictionary or object to extract fields from", "input": body}]  # fmt: skip
+        return json_response(422, {"detail": detail})
+    return FakeResponse(200, [])
 
 
 def _include_usage(body: dict[str, Any]) -> bool:

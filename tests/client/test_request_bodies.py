@@ -4,6 +4,7 @@ is compared by its bytes, and a batch file is written from these)."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -164,7 +165,8 @@ BODIES = {
     ),
     "sglang-regex-stream": (
         b'{"model":"m","prompt":"Name: ","presence_penalty":0.1,"stream":true,"stream_o'
-        b'ptions":{"include_usage":true},"regex":"[A-Z][a-z]+"}'
+        b'ptions":{"include_usage":true},"regex":"[A-Z][a-z]+","rid":"000000000000000000'
+        b'00000000000001"}'  # the rid lmclient makes for its abort (a uuid4: here, fixed)
     ),
     "tgi-wrapped-n": (
         b'{"model":"m","messages":[{"role":"user","content":"Count."}],"n":2,"frequency'
@@ -181,7 +183,8 @@ BODIES = {
 
 
 @pytest.mark.parametrize("name", sorted(CALLS))
-def test_request_body_bytes(name: str) -> None:
+def test_request_body_bytes(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(uuid, "uuid4", lambda: uuid.UUID(int=1))  # SGLang's rid, made per call
     dialect, kw, args, reading = CALLS[name]
     first = core(dialect, **kw).prepare(*args, reading=reading)
     assert first.request.body == BODIES[name]
