@@ -298,3 +298,12 @@ def counted_splits() -> Iterator[SplitterWork]:
             pattern = getattr(_sse, name)
             mp.setattr(_sse, name, types.SimpleNamespace(search=work.counting(pattern)))
         yield work
+
+
+# 22 one-word options: more tokens at their first position than the 20 most likely alternatives
+# a server lists (`probabilities=True` with vLLM's ``logprob_token_ids``)
+_ANIMALS = (
+    "ant bee cat dog eel fox gnu hen ibis jay kiwi lark mole newt owl pig rat seal toad yak wolf"
+    " zebu"
+)
+ANIMALS = lmclient.Choice(_ANIMALS.split(" "))

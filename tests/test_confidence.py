@@ -23,7 +23,7 @@ from lmclient._dialects import DIALECTS
 from lmclient._output.types import compile_output
 from lmclient._wire.protocol import ChatCompletion, TokenLogprob, TopLogprob, Usage
 from lmclient.testing import FakeLLM
-from tests.helpers import FIXTURES, LLAMACPP_LIVE, answered, body_of, make_core
+from tests.helpers import ANIMALS, FIXTURES, LLAMACPP_LIVE, answered, body_of, make_core
 
 YES_NO = Literal["yes", "no"]
 
@@ -650,32 +650,6 @@ def test_a_continuation_without_logprobs_keeps_the_answer() -> None:
 # -- vLLM's logprob_token_ids ----------------------------------------------------------------
 
 VLLM = FIXTURES / "vllm"
-ANIMALS = Choice(
-    [
-        "ant",
-        "bee",
-        "cat",
-        "dog",
-        "eel",
-        "fox",
-        "gnu",
-        "hen",
-        "ibis",
-        "jay",
-        "kiwi",
-        "lark",
-        "mole",
-        "newt",
-        "owl",
-        "pig",
-        "rat",
-        "seal",
-        "toad",
-        "yak",
-        "wolf",
-        "zebu",
-    ]
-)
 # The recordings of `create(..., probabilities=True)` on vLLM 0.32 (tests/fixtures/vllm/README):
 # name → the output type, its prompt, and the pieces' /tokenize answers.
 LISTED: dict[str, tuple[Any, str]] = {

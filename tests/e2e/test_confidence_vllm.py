@@ -17,6 +17,7 @@ import lmclient
 from lmclient import CallParams, _confidence, _core
 from lmclient._dialects import DIALECTS
 from lmclient._output.types import compile_output
+from tests.helpers import ANIMALS
 
 # The first test also waits for the server to start (minutes on 2 cores): not part of the bound.
 pytestmark = pytest.mark.timeout(300, func_only=True)
@@ -69,36 +70,10 @@ def test_listed_ids_one_request_a_call(vllm_url: str) -> None:
     request, and 22 options (more tokens at the first position than the top 20) all get a
     share."""
     sent: list[Any] = []
-    animals = lmclient.Choice(
-        [
-            "ant",
-            "bee",
-            "cat",
-            "dog",
-            "eel",
-            "fox",
-            "gnu",
-            "hen",
-            "ibis",
-            "jay",
-            "kiwi",
-            "lark",
-            "mole",
-            "newt",
-            "owl",
-            "pig",
-            "rat",
-            "seal",
-            "toad",
-            "yak",
-            "wolf",
-            "zebu",
-        ]
-    )
     with lmclient.Client(vllm_url, hooks=[sent.append], hook_content=True) as client:
         first = client.create("Which fruit is orange?", FRUIT, probabilities=True, **GREEDY)
         again = client.create("Which fruit is orange?", FRUIT, probabilities=True, **GREEDY)
-        many = client.create("Which animal barks?", animals, probabilities=True, **GREEDY)
+        many = client.create("Which animal barks?", ANIMALS, probabilities=True, **GREEDY)
     bodies = [
         msgspec.json.decode(e.body or b"null") for e in sent if isinstance(e, lmclient.RequestSent)
     ]
