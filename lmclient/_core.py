@@ -46,7 +46,7 @@ from ._params import (
     env_api_key,
     env_base_url,
 )
-from ._plans import Planned, Plans
+from ._plans import Planned, Plans, Thinking
 from ._reasoning import REASONING_PARAMS, reasoning_fields, reasoning_params, thinking_room
 from ._request import CallSettings, PreparedRequest, Timeouts
 from ._runaway import Runaway, RunawaySetting, runaway_setting, server_fields
@@ -97,6 +97,8 @@ class Checked(msgspec.Struct, frozen=True, kw_only=True):
     parts: bool
     shape: Shape
     turn: Turn | None = None  # tools beside an output type (`lmclient._turn`)
+    # a call with thinking where the server applies a grammar from the first token
+    reasoned: Thinking | None = None
 
 
 class ClientCore:
@@ -430,6 +432,7 @@ class ClientCore:
             self._check_media(where, dialect, messages)
         controls = None  # the reasoning controls, refused now where the server has no field
         turn = None
+        reasoned = None  # the plan with its grammar after a reasoning block
         if special:
             if not (REASONING_PARAMS.isdisjoint(params) and REASONING_PARAMS.isdisjoint(defaults)):
                 controls = reasoning_params(params, defaults)
@@ -447,6 +450,12 @@ class ClientCore:
                         "output type), whose grammar lmclient writes; a call without an output "
                         "type leaves the calls to the server's tool parser"
                     )
+            field = dialect.reasoning_prefix
+            thinks = controls is not None and controls.get("thinking") is not False
+            if field is not None and controls and thinks and spec.kind != "text":
+                reasoned = planned.thinking()
+                if turn is not None:
+                    turn = turn.thinking(field)
             if not (_TABLED.isdisjoint(params) and _TABLED.isdisjoint(defaults)):
                 self._serving(dialect, {**defaults, **params}, where)  # its refusals, now
             model = params.get("model") or defaults.get("model")
@@ -471,7 +480,13 @@ class ClientCore:
                     f"its shortest encoding needs at least {budget.fewest} tokens{after}"
                 )
         return Checked(
-            spec=spec, planned=planned, messages=messages, parts=parts, shape=shape, turn=turn
+            spec=spec,
+            planned=planned,
+            messages=messages,
+            parts=parts,
+            shape=shape,
+            turn=turn,
+            reasoned=reasoned,
         )
 
     @staticmethod
@@ -559,12 +574,13 @@ class ClientCore:
             stream=reading == "stream" or guard == "client",
             runaway=runaway,
             turn=turn,
+            reasoned=checked.reasoned,
         )
         return Call.new(
             self.settings,
             PreparedRequest("POST", self._urls[endpoint], headers, _encode(body)),
             spec=checked.spec,
-            plan=planned.plan,
+            plan=planned.plan if checked.reasoned is None else checked.reasoned.plan,
             endpoint=endpoint,
             caveat=self.caveat,
             params=_NO_PARAMS if shape == "given" else merged,  # (all in the body: none read)
@@ -639,10 +655,12 @@ class ClientCore:
         stream: bool,
         runaway: Runaway | None,
         turn: Turn | None = None,
+        reasoned: Thinking | None = None,
     ) -> dict[str, Any]:
         """The request body; ``messages`` are the prompt's when it was given as messages,
         ``shape`` how ``params`` go in it (`_checked` has told); a typed ``turn``'s grammar and
-        tools in place of the plan's constraint."""
+        tools in place of the plan's constraint; the plan's grammar after a reasoning block
+        for a call with thinking (``reasoned``)."""
         given = shape == "given"  # (then they hold no model nor extra_body: neither looked up)
         body: dict[str, Any] = {"model": self.model if given else params.get("model") or self.model}
         if endpoint == "completions":
@@ -676,6 +694,8 @@ class ClientCore:
             if planned.dialect.stream_usage:
                 body["stream_options"] = {"include_usage": True}
         body.update(planned.fields)
+        if reasoned is not None:
+            body.update(reasoned.fields)
         if turn is not None:
             for name in planned.plan.fields:
                 del body[name]

@@ -57,6 +57,9 @@ class Plan:
     compact: bool = False  # lmclient's compact grammar, not the server's JSON converter
     budget: Budget | None = None  # the tokens an exactly constrained, bounded answer may need
     dialect: str = ""  # the dialect that made it, for the errors that name its fields
+    # A call with thinking: its grammar lets the model reason first (`Dialect.reasoning_prefix`),
+    # so the content may begin with the reasoning, which the answer follows (`split_reasoning`).
+    reasoned: bool = False
 
 
 class Budget(NamedTuple):
@@ -94,6 +97,11 @@ class Dialect:
     # Where lmclient's compact GBNF (`_gbnf`) goes instead of the schema; ``None``: the server
     # has no field honoured for it, and its own converter's whitespace stands.
     compact: Callable[[str], Fields] | None = None
+    # The field of a GBNF grammar that the server applies from the first generated token, the
+    # model's reasoning included (llama.cpp's ``grammar``): a call with thinking sends its
+    # grammar after lmclient's reasoning block (`thinking_grammar`). ``None``: the server starts
+    # the constraint after the reasoning itself (vLLM, SGLang), or takes no grammar.
+    reasoning_prefix: str | None = None
     # What the server's own JSON grammar allows between tokens (whitespace="server", or a
     # dialect without `compact`), from its source: shown in the capability matrix.
     json_whitespace: str = "not known; no request field controls it"
@@ -373,6 +381,7 @@ DIALECTS: dict[str, Dialect] = _dialects(
         grammar=_top("grammar"),
         grammar_syntaxes=_GBNF,
         compact=_top("grammar"),  # instead of json_schema: the server refuses both together
+        reasoning_prefix="grammar",  # a user grammar, not prefilled: `_output/thinking.py`
         json_whitespace=_LLAMACPP_WHITESPACE,
         top_logprobs=100,  # no cap; the grammar's options may be far down the model's own list
     ),
