@@ -29,7 +29,7 @@ from ._output.depth import body_decoder
 from ._output.thinking import split_reasoning
 from ._output.turn import OPEN
 from ._output.types import OutputSpec
-from ._reasoning import answer_in_reasoning
+from ._reasoning import IN_REASONING, answer_in_reasoning
 from ._request import CallSettings, PreparedRequest, Timeouts
 from ._response import Response
 from ._runaway import Found, Guard, Runaway, find, json_path, padded, whitespace
@@ -763,7 +763,7 @@ class Call(Attempts, kw_only=True):
                     output_type=self._type,
                     fields=list(self.plan.fields),
                     dialect=self.plan.dialect,
-                    why="the answer came back as reasoning, the content empty",
+                    why=IN_REASONING,
                     advice=answer_in_reasoning(self.plan.dialect, self.plan.reasoned),
                 )
             try:

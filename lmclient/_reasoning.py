@@ -37,6 +37,7 @@ from .errors import UnsupportedConstraintError
 __all__ = [
     "CONTROLS",
     "EFFORTS",
+    "IN_REASONING",
     "REASONING_PARAMS",
     "THINK_MARKUP_TOKENS",
     "Controls",
@@ -164,6 +165,9 @@ def thinking_room(controls: Mapping[str, Any]) -> int | None:
         return None
     return 0
 
+
+# What a `ConstraintIgnoredError` says of a constrained answer found in the reasoning channel
+IN_REASONING = "the answer came back as reasoning, the content empty"
 
 # What splits a server's answer into reasoning and content, and how a constrained answer ends
 # up in the reasoning, from each server's source: the advice of the error that says so.
