@@ -17,6 +17,7 @@ from ._cli_shared import EXIT_FAILED, EXIT_OK, UsageError, make_client, print_js
 if TYPE_CHECKING:
     from ._client import Client
     from ._dialects import Endpoint, ServerInfo
+    from ._params import CallParams
     from ._response import Response
 
 __all__ = ["probe"]
@@ -227,9 +228,12 @@ def _after_reasoning(client: Client, dialect: str, endpoint: Endpoint, compact: 
     )
 
     output_type = Choice(["xylo-7", "quib-3"])
-    controls: dict[str, Any] = {"thinking": True}
+    params: CallParams = {"thinking": True, "temperature": 0.0, "runaway": "off"}
     if dialect in _BUDGETED:
-        controls["thinking_budget"] = CHECK_THINKING_BUDGET
+        params["thinking_budget"] = CHECK_THINKING_BUDGET
+    else:
+        params["max_tokens"] = CHECK_THINKING_TOKENS
+    controls = {k: v for k, v in params.items() if k in ("thinking", "thinking_budget")}
     try:
         spelt = reasoning_fields(dialect, endpoint, controls)
         plan = get_dialect(dialect).plan(compile_output(output_type), endpoint, compact=compact)
@@ -240,16 +244,9 @@ def _after_reasoning(client: Client, dialect: str, endpoint: Endpoint, compact: 
     fields = [f"{f} (after reasoning)" if f == prefix else f for f in fields]
     fields += [f"{k}.{next(iter(v))}" if isinstance(v, dict) else k for k, v in spelt.items()]
     sent_as = ", ".join(fields)
-    bound = {} if "thinking_budget" in controls else {"max_tokens": CHECK_THINKING_TOKENS}
     try:
         response: Response[Any] = client.create(
-            CHECK_PROMPT,
-            output_type,
-            endpoint=endpoint,
-            temperature=0.0,
-            runaway="off",
-            **controls,
-            **bound,
+            CHECK_PROMPT, output_type, endpoint=endpoint, **params
         )
     except UnsupportedConstraintError as exc:
         return _Row(REASONING_CHECK, sent_as, "refused", str(exc))
