@@ -26,7 +26,7 @@ from ._confidence import Reading, continuation, read, split
 from ._dialects import DIALECTS, Endpoint, Plan
 from ._log import log
 from ._output.depth import body_decoder
-from ._output.thinking import split_reasoning
+from ._output.thinking import past_space, split_reasoning
 from ._output.turn import OPEN
 from ._output.types import OutputSpec
 from ._reasoning import IN_REASONING, answer_in_reasoning
@@ -578,7 +578,7 @@ class Call(Attempts, kw_only=True):
         (a stream: its events' data), kept for `Response.raw`, ``headers`` the response's,
         for `Response.headers`."""
         if self.plan.reasoned:
-            answers = [_after_reasoning(text, None) for text in texts]
+            answers = [_after_reasoning(text, reasoning) for text in texts]
             texts = [text for text, _ in answers]
             reasoning = reasoning or answers[0][1]
         try:
@@ -825,8 +825,8 @@ def _after_reasoning(text: str, reasoning: str | None) -> tuple[str, str | None]
     server's, else the block the text began with (`split_reasoning`: the server's reasoning
     parser is off, or does not know the markers)."""
     found = split_reasoning(text)
-    if found is None:
-        return text, reasoning
+    if found is None:  # no block, or the server's parser took it: its space may be left
+        return (past_space(text) if reasoning else text), reasoning
     return found[1], reasoning or found[0] or None
 
 

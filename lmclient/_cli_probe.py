@@ -168,8 +168,10 @@ def _check(client: Client, dialect: str, endpoint: Endpoint, check: _Check, comp
 
     from ._dialects import get_dialect
     from ._output.types import compile_output
+    from ._reasoning import IN_REASONING
     from .errors import (
         APIStatusError,
+        ConstraintIgnoredError,
         LMClientError,
         TruncatedError,
         UnsupportedConstraintError,
@@ -198,6 +200,10 @@ def _check(client: Client, dialect: str, endpoint: Endpoint, check: _Check, comp
     except TruncatedError as exc:
         found = "enforced" if check.padded_prefix(exc.text) else "ignored"
         return _Row(check.name, sent_as, found, exc.text)
+    except ConstraintIgnoredError as exc:  # (a template that opens the reasoning in the prompt)
+        if exc.why == IN_REASONING:
+            return _Row(check.name, sent_as, "reasoning", exc.advice)
+        return _Row(check.name, sent_as, "ignored", exc.text)
     except ValidationError as exc:
         return _Row(check.name, sent_as, "ignored", exc.text)
     except APIStatusError as exc:

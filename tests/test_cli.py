@@ -715,11 +715,15 @@ def test_probe_check_reasoning_says_an_answer_taken_for_reasoning() -> None:
     fake.reply("", reasoning="xylo-7", when=lambda r: "chat_template_kwargs" in r.body)
     with fake.serve() as url:
         rows = check_results(run("probe", url, "--check", "--json"))
+        fake.reply("", reasoning="xylo-7")  # every answer: a template that opens the reasoning
+        every = check_results(run("probe", url, "--check", "--json"))
         table = run("probe", url, "--check")
     assert rows["choice"]["result"] == "enforced"
     row = rows[REASONING]
     assert row["result"] == "reasoning"
-    assert "--reasoning-format" in row["detail"] and "thinking_budget" in row["detail"]
+    assert "--reasoning-format" in row["detail"] and "without closing" in row["detail"]
+    assert {every[name]["result"] for name in KINDS} == {"reasoning", "unsupported"}
+    assert "thinking=False" in every["choice"]["detail"]
     assert table.returncode == 0  # said, not a failure of the command
     assert "the answer came back as reasoning (llama.cpp's --reasoning-format" in table.stdout
 

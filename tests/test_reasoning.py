@@ -506,3 +506,19 @@ def test_an_unclosed_reasoning_says_what_to_change() -> None:
     message = str(caught.value)
     assert "without closing its reasoning" in message and "thinking_budget" in message
     assert caught.value.text == '{"name":"the","age":10}'
+
+
+def test_the_space_after_the_reasoning_is_not_the_answer() -> None:
+    """llama.cpp b11434's reasoning parser takes the block off but leaves the whitespace after
+    ``</think>`` (the body of `probe --check` on the template that opens ``<think>``): a choice
+    is read past it."""
+    body = chat_body("  \nquib-3", reasoning_content="<think>\n<think>")
+    response = answered(_llamacpp_call(CHOICE_XQ, thinking_budget=32), msgspec.json.encode(body))
+    assert (response.value, response.text) == ("quib-3", "quib-3")
+    with pytest.raises(lmclient.ValidationError):  # no reasoning: the space is the answer's
+        answered(
+            _llamacpp_call(CHOICE_XQ, thinking_budget=32), msgspec.json.encode(chat_body(" quib-3"))
+        )
+
+
+CHOICE_XQ = Literal["xylo-7", "quib-3"]

@@ -28,7 +28,14 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .gbnf_ir import Node
 
-__all__ = ["END", "START", "free_text_rules", "split_reasoning", "thinking_grammar"]
+__all__ = [
+    "END",
+    "START",
+    "free_text_rules",
+    "past_space",
+    "split_reasoning",
+    "thinking_grammar",
+]
 
 START = "<think>"
 END = "</think>"
@@ -110,9 +117,15 @@ def split_reasoning(text: str, start: str = START, end: str = END) -> tuple[str,
     reasoning = text[:at].strip()
     if reasoning.startswith(start):
         reasoning = reasoning[len(start) :].strip()
-    answer = text[at + len(end) :]
-    spaces = len(answer) - len(answer.lstrip(_SPACE))
-    return reasoning, answer[min(spaces, _MOST_SPACE) :]
+    return reasoning, past_space(text[at + len(end) :])
+
+
+def past_space(text: str) -> str:
+    """``text`` past the whitespace the grammar allows after the reasoning block: what a server
+    whose reasoning parser split the block off leaves before the answer (llama.cpp b11434 sent
+    ``"  \nxylo-7"`` for a choice)."""
+    spaces = len(text) - len(text.lstrip(_SPACE))
+    return text[min(spaces, _MOST_SPACE) :]
 
 
 def _names(grammar: str) -> set[str]:

@@ -14,7 +14,7 @@ parser off (``--reasoning-format none``) the content holds both, and lmclient sp
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Annotated
+from typing import Annotated, Literal
 
 import httpx
 import msgspec
@@ -106,6 +106,15 @@ def test_the_constraint_holds_after_the_reasoning_within_its_budget(thinking_url
     assert isinstance(response.value, Person)
     assert response.reasoning
     assert _tokens(thinking_url, response.reasoning) <= BUDGET + THINK_MARKUP_TOKENS
+
+
+def test_a_choice_after_the_reasoning(thinking_url: str) -> None:
+    """The server's reasoning parser takes the block off but leaves the whitespace after
+    ``</think>`` in the content (``"  \nxylo-7"``, seen by `probe --check`): the choice is read
+    past it."""
+    with lmclient.Client(thinking_url) as client:
+        response = client.create("Pick one.", Literal["xylo-7", "quib-3"], **THINKING)
+    assert response.value in ("xylo-7", "quib-3") and response.reasoning
 
 
 def test_the_answer_follows_the_reasoning_in_the_content(unparsed_url: str) -> None:
