@@ -245,8 +245,9 @@ def _after_reasoning(client: Client, dialect: str, endpoint: Endpoint, compact: 
         plan = get_dialect(dialect).plan(compile_output(output_type), endpoint, compact=compact)
     except UnsupportedConstraintError as exc:
         return _Row(REASONING_CHECK, "-", "not applicable", str(exc))
+    # what a first call learns: whether the chat template writes the markers (`thinks`)
+    prefix = get_dialect(dialect).reasoning_prefix if client.probe().thinks is not False else None
     fields = [_field_name(k, v) for k, v in plan.fields.items()]
-    prefix = get_dialect(dialect).reasoning_prefix
     fields = [f"{f} (after reasoning)" if f == prefix else f for f in fields]
     fields += [f"{k}.{next(iter(v))}" if isinstance(v, dict) else k for k, v in spelt.items()]
     sent_as = ", ".join(fields)

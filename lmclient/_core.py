@@ -452,6 +452,8 @@ class ClientCore:
                     )
             field = dialect.reasoning_prefix
             thinks = controls is not None and controls.get("thinking") is not False
+            info = self.server_info  # (a template without lmclient's markers: as it is)
+            thinks = thinks and (info is None or info.thinks is not False)
             if field is not None and controls and thinks and spec.kind != "text":
                 reasoned = planned.thinking()
                 if turn is not None:

@@ -18,6 +18,7 @@ from typing import Any, Literal, NamedTuple
 import msgspec
 
 from ._output.patterns import gbnf_alternation, regex_alternation, search_anchored
+from ._output.thinking import END
 from ._output.types import OutputSpec
 from ._servers import SERVERS, Server
 from .errors import UnsupportedConstraintError
@@ -468,6 +469,11 @@ class ServerInfo(msgspec.Struct, frozen=True):
     # The media kinds ("image", "audio", "video") its model takes (llama.cpp's /props
     # ``modalities``: what its --mmproj projector reads); ``None`` where the server does not say.
     inputs: frozenset[str] | None = None
+    # Whether its chat template writes the reasoning markers lmclient's grammar knows
+    # (`lmclient._output.thinking`: ``</think>`` in llama.cpp's /props ``chat_template``):
+    # where it does not, a call with thinking keeps its grammar as it is (the template does not
+    # think, or marks the reasoning otherwise); ``None`` where the server does not say.
+    thinks: bool | None = None
 
 
 def detect(host: str, probes: dict[str, Any], models: list[str]) -> ServerInfo:
@@ -490,8 +496,18 @@ def detect(host: str, probes: dict[str, Any], models: list[str]) -> ServerInfo:
                 tools = caps.get("supports_tool_calls") if isinstance(caps, dict) else None
                 tools = tools if isinstance(tools, bool) else None
                 kind, name = server.kind, server.dialect or dialect
-                return ServerInfo(kind, name, version, models, tools, _inputs(answer))
+                return ServerInfo(
+                    kind, name, version, models, tools, _inputs(answer), thinks=_thinks(answer)
+                )
     return ServerInfo("unknown", "generic", None, models)
+
+
+def _thinks(answer: dict[str, Any]) -> bool | None:
+    """Whether a llama.cpp /props answer's chat templates (``chat_template``, and
+    ``chat_template_tool_use`` where the server has one) write the end-of-reasoning marker."""
+    keys = ("chat_template", "chat_template_tool_use")
+    templates = [t for t in (answer.get(k) for k in keys) if isinstance(t, str)]
+    return any(END in t for t in templates) if templates else None
 
 
 _MODALITIES = {"vision": "image", "audio": "audio", "video": "video"}

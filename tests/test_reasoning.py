@@ -12,7 +12,7 @@ import pytest
 
 import lmclient
 from lmclient import _core, errors
-from lmclient._dialects import DIALECTS
+from lmclient._dialects import DIALECTS, ServerInfo, detect
 from lmclient._output.thinking import thinking_grammar
 from lmclient._reasoning import CONTROLS, THINK_MARKUP_TOKENS
 from lmclient._stream import Delta
@@ -522,3 +522,27 @@ def test_the_space_after_the_reasoning_is_not_the_answer() -> None:
 
 
 CHOICE_XQ = Literal["xylo-7", "quib-3"]
+
+
+def test_a_template_without_the_markers_keeps_the_grammar() -> None:
+    """Detection reads whether the chat template writes ``</think>`` (llama.cpp's /props): the
+    recorded Gemma template of `make test` does not (a call with thinking then keeps its
+    grammar as it is: the model would never close a reasoning it does not write), the one that
+    opens ``<think>`` does, and a server that does not say gets the reasoning block."""
+    props = msgspec.json.decode((LLAMACPP_LIVE / "props.response.json").read_bytes())
+    template = (LLAMACPP_LIVE / "chat_reasoning_forced_open.template.jinja").read_text()
+    assert detect("h", {"/props": props}, ["m"]).thinks is False
+    assert detect("h", {"/props": {**props, "chat_template": template}}, ["m"]).thinks is True
+    assert detect("h", {"/props": {**props, "chat_template_tool_use": template}}, []).thinks
+    bare = {k: v for k, v in props.items() if k != "chat_template"}
+    assert detect("h", {"/props": bare}, ["m"]).thinks is None
+    for thinks, reasoned in ((False, False), (True, True), (None, True)):
+        core = _core.ClientCore("http://h/v1", "m", dialect="llamacpp", runaway="off")
+        core.server_info = ServerInfo("llamacpp", "llamacpp", "b11434", ["m"], thinks=thinks)
+        call = core.prepare("create", "Q", Named, "chat", {"thinking_budget": 8})
+        assert call.request.body is not None
+        sent_grammar = msgspec.json.decode(call.request.body)["grammar"]
+        assert (sent_grammar != PLAIN, call.plan.reasoned) == (reasoned, reasoned)
+
+
+PLAIN = body_of("llamacpp", Named)["grammar"]
