@@ -451,10 +451,7 @@ class ClientCore:
                         "type leaves the calls to the server's tool parser"
                     )
             field = dialect.reasoning_prefix
-            thinks = controls is not None and controls.get("thinking") is not False
-            info = self.server_info  # (a template without lmclient's markers: as it is)
-            thinks = thinks and (info is None or info.thinks is not False)
-            if field is not None and controls and thinks and spec.kind != "text":
+            if field is not None and controls and self._thinks(controls, spec):
                 reasoned = planned.thinking()
                 if turn is not None:
                     turn = turn.thinking(field)
@@ -490,6 +487,14 @@ class ClientCore:
             turn=turn,
             reasoned=reasoned,
         )
+
+    def _thinks(self, controls: Mapping[str, Any], spec: OutputSpec[Any]) -> bool:
+        """Whether a constrained call's grammar goes after a reasoning block: it asks for
+        thinking, and the server's chat template is not known to lack lmclient's markers
+        (`ServerInfo.thinks`: one that does not write them would never close the block)."""
+        info = self.server_info
+        asked = controls.get("thinking") is not False and spec.kind != "text"
+        return asked and (info is None or info.thinks is not False)
 
     @staticmethod
     def _turn(where: str, planned: Planned, tools: Any, merged: Mapping[str, Any]) -> Turn:
