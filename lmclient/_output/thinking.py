@@ -15,8 +15,10 @@ accepts at any point.
 The markers: llama.cpp learns them per request from its analysis of the chat template
 (``common/chat.cpp``: ``thinking_start_tag``, ``thinking_end_tags``) and tells a client none of
 them (``/props`` has the template, not its markers): so `START` and `END`, those of most
-thinking models (Qwen3, DeepSeek-R1, QwQ, GLM...). The rules that keep the end marker out of the
-free text are generated for any marker (`free_text_rules`).
+thinking models (Qwen3, DeepSeek-R1, QwQ, GLM...), sent only where the template is not known to
+lack ``</think>`` (`ServerInfo.thinks`: a model would never close a block its template does not
+write). The rules that keep the end marker out of the free text are generated for any marker
+(`free_text_rules`).
 """
 
 from __future__ import annotations
