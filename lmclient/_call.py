@@ -33,9 +33,10 @@ from ._confidence import Reading, continuation, read, split
 from ._dialects import DIALECTS, Endpoint, Plan
 from ._log import log
 from ._output.depth import body_decoder
+from ._output.thinking import past_space, split_reasoning
 from ._output.turn import OPEN
 from ._output.types import OutputSpec
-from ._reasoning import answer_in_reasoning
+from ._reasoning import IN_REASONING, answer_in_reasoning
 from ._request import CallSettings, PreparedRequest, Timeouts
 from ._response import Response
 from ._runaway import Found, Guard, Runaway, find, json_path, padded, whitespace
@@ -654,6 +655,8 @@ class Call(Attempts, kw_only=True):
         """`result` for the common answer: one choice, ended by "stop", with content, without
         a refusal or logprobs, so that only its decoding can fail."""
         usage = wire.usage
+        if self.plan.reasoned:
+            text, reasoning = _after_reasoning(text, reasoning)
         try:
             value = self.plan.decode(text)
         except errors.ValidationError as exc:
@@ -697,6 +700,10 @@ class Call(Attempts, kw_only=True):
         calls into their tools' types; the same for bodies and streams. ``raw`` is the body
         (a stream: its events' data), kept for `Response.raw`, ``headers`` the response's,
         for `Response.headers`."""
+        if self.plan.reasoned:
+            answers = [_after_reasoning(text, reasoning) for text in texts]
+            texts = [text for text, _ in answers]
+            reasoning = reasoning or answers[0][1]
         try:
             values, calls = self._validated(texts, reasons, usage, reasoning, refusal, tool_calls)
         except errors.ValidationError as exc:
@@ -879,8 +886,8 @@ class Call(Attempts, kw_only=True):
                     output_type=self._type,
                     fields=list(self.plan.fields),
                     dialect=self.plan.dialect,
-                    why="the answer came back as reasoning, the content empty",
-                    advice=answer_in_reasoning(self.plan.dialect),
+                    why=IN_REASONING,
+                    advice=answer_in_reasoning(self.plan.dialect, self.plan.reasoned),
                 )
             try:
                 values.append(self.plan.decode(text))
@@ -912,6 +919,8 @@ class Call(Attempts, kw_only=True):
     def unapplied(self, text: str) -> errors.ConstraintIgnoredError | None:
         """The error for an answer that shows the constraint was never applied (`unapplied`),
         if ``text`` does: said instead of a cut or a decoding error, which would mislead."""
+        if self.plan.reasoned:  # (a text before the reasoning's end marker is free)
+            return None
         why = unapplied(self.spec, self.plan, text)
         if why is None:
             return None
@@ -932,6 +941,16 @@ class Call(Attempts, kw_only=True):
     @property
     def _type(self) -> Any:
         return self.spec.output_type
+
+
+def _after_reasoning(text: str, reasoning: str | None) -> tuple[str, str | None]:
+    """The answer of a text written under lmclient's reasoning grammar, and the reasoning: the
+    server's, else the block the text began with (`split_reasoning`: the server's reasoning
+    parser is off, or does not know the markers)."""
+    found = split_reasoning(text)
+    if found is None:  # no block, or the server's parser took it: its space may be left
+        return (past_space(text) if reasoning else text), reasoning
+    return found[1], reasoning or found[0] or None
 
 
 @final  # the clients tell it by ``type(x) is Next`` (isinstance asks a Struct's metaclass)

@@ -1,5 +1,6 @@
 """``lmclient probe``: what dialect="auto" detects, and with ``--check``, which constraints the
-server enforces, shown by one tiny request per constraint kind.
+server enforces, shown by one tiny request per constraint kind, and whether a constrained answer
+survives the model's reasoning.
 
 Imported only when the command runs: nothing else of the command line needs it.
 """
@@ -16,6 +17,7 @@ from ._cli_shared import EXIT_FAILED, EXIT_OK, UsageError, make_client, print_js
 if TYPE_CHECKING:
     from ._client import Client
     from ._dialects import Endpoint, ServerInfo
+    from ._params import CallParams
     from ._response import Response
 
 __all__ = ["probe"]
@@ -29,8 +31,20 @@ CHECK_MAX_TOKENS = 64  # room for every valid answer below several times over
 # keeps the client from resolving one (which fails on servers serving several models).
 _PROBE_ONLY_MODEL = "(probe only: no model needed)"
 
+# The reasoning check (`_after_reasoning`): a choice with thinking on. Its thinking is bounded
+# by a budget where the server takes one without a flag of its own (llama.cpp's closes the
+# reasoning after that many tokens; vLLM's needs --reasoning-config), else by max_tokens.
+REASONING_CHECK = "after reasoning"
+CHECK_THINKING_BUDGET = 32
+CHECK_THINKING_TOKENS = 256
+_BUDGETED = frozenset({"llamacpp"})
+
 _RESULT_WORDS = {
     "enforced": "enforced",
+    "holds": "holds",
+    "reasoning": "the answer came back as reasoning",
+    "not applicable": "not applicable",
+    "cut": "inconclusive: the thinking took every token",
     "ignored": "ignored by server",
     "unsupported": "not expressible in this dialect",
     "refused": "ignored by this release of the server (not sent)",
@@ -67,8 +81,10 @@ class _Row:
     detail: str
 
     def words(self) -> str:
-        if self.result in ("enforced", "unsupported", "refused"):
+        if self.result in ("enforced", "unsupported", "refused", "holds", "cut"):
             return _RESULT_WORDS[self.result]
+        if self.result == "not applicable":  # (the refusal, in full, is the JSON's detail)
+            return "not applicable (no way to turn thinking on here)"
         if self.result == "ignored":
             shown = self.detail if len(self.detail) <= 40 else self.detail[:40] + "…"
             return f"ignored by server (got {shown!r})"
@@ -125,6 +141,7 @@ def probe(args: argparse.Namespace) -> int:
         with make_client(args, model, dialect) as client:
             compact = args.whitespace == "compact"
             rows = [_check(client, dialect, endpoint, check, compact) for check in _checks()]
+            rows.append(_after_reasoning(client, dialect, endpoint, compact))
         report["check"] = {
             "dialect": dialect,
             "model": model,
@@ -151,8 +168,10 @@ def _check(client: Client, dialect: str, endpoint: Endpoint, check: _Check, comp
 
     from ._dialects import get_dialect
     from ._output.types import compile_output
+    from ._reasoning import IN_REASONING
     from .errors import (
         APIStatusError,
+        ConstraintIgnoredError,
         LMClientError,
         TruncatedError,
         UnsupportedConstraintError,
@@ -181,6 +200,10 @@ def _check(client: Client, dialect: str, endpoint: Endpoint, check: _Check, comp
     except TruncatedError as exc:
         found = "enforced" if check.padded_prefix(exc.text) else "ignored"
         return _Row(check.name, sent_as, found, exc.text)
+    except ConstraintIgnoredError as exc:  # (a template that opens the reasoning in the prompt)
+        if exc.why == IN_REASONING:
+            return _Row(check.name, sent_as, "reasoning", exc.advice)
+        return _Row(check.name, sent_as, "ignored", exc.text)
     except ValidationError as exc:
         return _Row(check.name, sent_as, "ignored", exc.text)
     except APIStatusError as exc:
@@ -190,6 +213,63 @@ def _check(client: Client, dialect: str, endpoint: Endpoint, check: _Check, comp
     if check.language is not None and re.fullmatch(check.language, response.text) is None:
         return _Row(check.name, sent_as, "ignored", response.text)
     return _Row(check.name, sent_as, "enforced", response.text)
+
+
+def _after_reasoning(client: Client, dialect: str, endpoint: Endpoint, compact: bool) -> _Row:
+    """Whether a constrained answer survives the model's reasoning: a choice asked for with
+    thinking on holds (a valid value in the content), comes back as reasoning (the
+    `ConstraintIgnoredError`'s advice: the server's reasoning parser and what to change), or
+    the check is not applicable (no way to turn thinking on: the dialect, or the endpoint)."""
+    from ._dialects import get_dialect
+    from ._output.markers import Choice
+    from ._output.types import compile_output
+    from ._reasoning import IN_REASONING, reasoning_fields
+    from .errors import (
+        APIStatusError,
+        ConstraintIgnoredError,
+        LMClientError,
+        TruncatedError,
+        UnsupportedConstraintError,
+        ValidationError,
+    )
+
+    output_type = Choice(["xylo-7", "quib-3"])
+    params: CallParams = {"thinking": True, "temperature": 0.0, "runaway": "off"}
+    if dialect in _BUDGETED:
+        params["thinking_budget"] = CHECK_THINKING_BUDGET
+    else:
+        params["max_tokens"] = CHECK_THINKING_TOKENS
+    controls = {k: v for k, v in params.items() if k in ("thinking", "thinking_budget")}
+    try:
+        spelt = reasoning_fields(dialect, endpoint, controls)
+        plan = get_dialect(dialect).plan(compile_output(output_type), endpoint, compact=compact)
+    except UnsupportedConstraintError as exc:
+        return _Row(REASONING_CHECK, "-", "not applicable", str(exc))
+    # what a first call learns: whether the chat template writes the markers (`thinks`)
+    prefix = get_dialect(dialect).reasoning_prefix if client.probe().thinks is not False else None
+    fields = [_field_name(k, v) for k, v in plan.fields.items()]
+    fields = [f"{f} (after reasoning)" if f == prefix else f for f in fields]
+    fields += [f"{k}.{next(iter(v))}" if isinstance(v, dict) else k for k, v in spelt.items()]
+    sent_as = ", ".join(fields)
+    try:
+        response: Response[Any] = client.create(
+            CHECK_PROMPT, output_type, endpoint=endpoint, **params
+        )
+    except UnsupportedConstraintError as exc:
+        return _Row(REASONING_CHECK, sent_as, "refused", str(exc))
+    except ConstraintIgnoredError as exc:
+        if exc.why == IN_REASONING:
+            return _Row(REASONING_CHECK, sent_as, "reasoning", exc.advice)
+        return _Row(REASONING_CHECK, sent_as, "ignored", exc.text)
+    except TruncatedError as exc:
+        return _Row(REASONING_CHECK, sent_as, "cut", exc.text)
+    except ValidationError as exc:
+        return _Row(REASONING_CHECK, sent_as, "ignored", exc.text)
+    except APIStatusError as exc:
+        return _Row(REASONING_CHECK, sent_as, "rejected", f"{exc.status_code}: {exc.message}")
+    except LMClientError as exc:
+        return _Row(REASONING_CHECK, sent_as, "failed", f"{type(exc).__name__}: {exc}")
+    return _Row(REASONING_CHECK, sent_as, "holds", response.text)
 
 
 def _field_name(key: str, value: Any) -> str:

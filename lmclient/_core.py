@@ -47,7 +47,7 @@ from ._params import (
     env_api_key,
     env_base_url,
 )
-from ._plans import Planned, Plans
+from ._plans import Planned, Plans, Thinking
 from ._reasoning import REASONING_PARAMS, reasoning_fields, reasoning_params, thinking_room
 from ._request import CallSettings, PreparedRequest, Timeouts
 from ._runaway import Runaway, RunawaySetting, runaway_setting, server_fields
@@ -112,6 +112,8 @@ class Checked(msgspec.Struct, frozen=True, kw_only=True):
     parts: bool
     shape: Shape
     turn: Turn | None = None  # tools beside an output type (`lmclient._turn`)
+    # a call with thinking where the server applies a grammar from the first token
+    reasoned: Thinking | None = None
 
 
 class ClientCore:
@@ -498,6 +500,7 @@ class ClientCore:
             self._check_media(where, dialect, messages)
         controls = None  # the reasoning controls, refused now where the server has no field
         turn = None
+        reasoned = None  # the plan with its grammar after a reasoning block
         if special:
             if not (REASONING_PARAMS.isdisjoint(params) and REASONING_PARAMS.isdisjoint(defaults)):
                 controls = reasoning_params(params, defaults)
@@ -515,6 +518,11 @@ class ClientCore:
                         "output type), whose grammar lmclient writes; a call without an output "
                         "type leaves the calls to the server's tool parser"
                     )
+            field = dialect.reasoning_prefix
+            if field is not None and controls and self._thinks(controls, spec):
+                reasoned = planned.thinking()
+                if turn is not None:
+                    turn = turn.thinking(field)
             if not (_TABLED.isdisjoint(params) and _TABLED.isdisjoint(defaults)):
                 self._serving(dialect, {**defaults, **params}, where)  # its refusals, now
             model = params.get("model") or defaults.get("model")
@@ -539,8 +547,22 @@ class ClientCore:
                     f"its shortest encoding needs at least {budget.fewest} tokens{after}"
                 )
         return Checked(
-            spec=spec, planned=planned, messages=messages, parts=parts, shape=shape, turn=turn
+            spec=spec,
+            planned=planned,
+            messages=messages,
+            parts=parts,
+            shape=shape,
+            turn=turn,
+            reasoned=reasoned,
         )
+
+    def _thinks(self, controls: Mapping[str, Any], spec: OutputSpec[Any]) -> bool:
+        """Whether a constrained call's grammar goes after a reasoning block: it asks for
+        thinking, and the server's chat template is not known to lack lmclient's markers
+        (`ServerInfo.thinks`: one that does not write them would never close the block)."""
+        info = self.server_info
+        asked = controls.get("thinking") is not False and spec.kind != "text"
+        return asked and (info is None or info.thinks is not False)
 
     @staticmethod
     def _turn(where: str, planned: Planned, tools: Any, merged: Mapping[str, Any]) -> Turn:
@@ -627,6 +649,7 @@ class ClientCore:
             stream=reading == "stream" or guard == "client",
             runaway=runaway,
             turn=turn,
+            reasoned=checked.reasoned,
         )
         abort = None  # a call to a server that aborts by id (SGLang) carries one (`_aborted`)
         if self.abort_url is not None and reading != "file":
@@ -635,7 +658,7 @@ class ClientCore:
             self.settings,
             PreparedRequest("POST", self._urls[endpoint], headers, _encode(body)),
             spec=checked.spec,
-            plan=planned.plan,
+            plan=planned.plan if checked.reasoned is None else checked.reasoned.plan,
             endpoint=endpoint,
             caveat=self.caveat,
             params=_NO_PARAMS if shape == "given" else merged,  # (all in the body: none read)
@@ -732,10 +755,12 @@ class ClientCore:
         stream: bool,
         runaway: Runaway | None,
         turn: Turn | None = None,
+        reasoned: Thinking | None = None,
     ) -> dict[str, Any]:
         """The request body; ``messages`` are the prompt's when it was given as messages,
         ``shape`` how ``params`` go in it (`_checked` has told); a typed ``turn``'s grammar and
-        tools in place of the plan's constraint."""
+        tools in place of the plan's constraint; the plan's grammar after a reasoning block
+        for a call with thinking (``reasoned``)."""
         given = shape == "given"  # (then they hold no model nor extra_body: neither looked up)
         body: dict[str, Any] = {"model": self.model if given else params.get("model") or self.model}
         if endpoint == "completions":
@@ -770,6 +795,8 @@ class ClientCore:
             if planned.dialect.stream_usage:
                 body["stream_options"] = {"include_usage": True}
         body.update(planned.fields)
+        if reasoned is not None:
+            body.update(reasoned.fields)
         if turn is not None:
             for name in planned.plan.fields:
                 del body[name]

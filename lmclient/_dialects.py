@@ -18,6 +18,7 @@ from typing import Any, Literal, NamedTuple
 import msgspec
 
 from ._output.patterns import gbnf_alternation, regex_alternation, search_anchored
+from ._output.thinking import END
 from ._output.types import OutputSpec
 from ._servers import SERVERS, Server
 from .errors import UnsupportedConstraintError
@@ -57,6 +58,9 @@ class Plan:
     compact: bool = False  # lmclient's compact grammar, not the server's JSON converter
     budget: Budget | None = None  # the tokens an exactly constrained, bounded answer may need
     dialect: str = ""  # the dialect that made it, for the errors that name its fields
+    # A call with thinking: its grammar lets the model reason first (`Dialect.reasoning_prefix`),
+    # so the content may begin with the reasoning, which the answer follows (`split_reasoning`).
+    reasoned: bool = False
 
 
 class Budget(NamedTuple):
@@ -97,6 +101,11 @@ class Dialect:
     # Where lmclient's compact GBNF (`_gbnf`) goes instead of the schema; ``None``: the server
     # has no field honoured for it, and its own converter's whitespace stands.
     compact: Callable[[str], Fields] | None = None
+    # The field of a GBNF grammar that the server applies from the first generated token, the
+    # model's reasoning included (llama.cpp's ``grammar``): a call with thinking sends its
+    # grammar after lmclient's reasoning block (`thinking_grammar`). ``None``: the server starts
+    # the constraint after the reasoning itself (vLLM, SGLang), or takes no grammar.
+    reasoning_prefix: str | None = None
     # What the server's own JSON grammar allows between tokens (whitespace="server", or a
     # dialect without `compact`), from its source: shown in the capability matrix.
     json_whitespace: str = "not known; no request field controls it"
@@ -394,6 +403,7 @@ DIALECTS: dict[str, Dialect] = _dialects(
         grammar=_top("grammar"),
         grammar_syntaxes=_GBNF,
         compact=_top("grammar"),  # instead of json_schema: the server refuses both together
+        reasoning_prefix="grammar",  # a user grammar, not prefilled: `_output/thinking.py`
         json_whitespace=_LLAMACPP_WHITESPACE,
         top_logprobs=100,  # no cap; the grammar's options may be far down the model's own list
     ),
@@ -480,6 +490,11 @@ class ServerInfo(msgspec.Struct, frozen=True):
     # The media kinds ("image", "audio", "video") its model takes (llama.cpp's /props
     # ``modalities``: what its --mmproj projector reads); ``None`` where the server does not say.
     inputs: frozenset[str] | None = None
+    # Whether its chat template writes the reasoning markers lmclient's grammar knows
+    # (`lmclient._output.thinking`: ``</think>`` in llama.cpp's /props ``chat_template``):
+    # where it does not, a call with thinking keeps its grammar as it is (the template does not
+    # think, or marks the reasoning otherwise); ``None`` where the server does not say.
+    thinks: bool | None = None
 
 
 def detect(host: str, probes: dict[str, Any], models: list[str]) -> ServerInfo:
@@ -502,8 +517,18 @@ def detect(host: str, probes: dict[str, Any], models: list[str]) -> ServerInfo:
                 tools = caps.get("supports_tool_calls") if isinstance(caps, dict) else None
                 tools = tools if isinstance(tools, bool) else None
                 kind, name = server.kind, server.dialect or dialect
-                return ServerInfo(kind, name, version, models, tools, _inputs(answer))
+                return ServerInfo(
+                    kind, name, version, models, tools, _inputs(answer), thinks=_thinks(answer)
+                )
     return ServerInfo("unknown", "generic", None, models)
+
+
+def _thinks(answer: dict[str, Any]) -> bool | None:
+    """Whether a llama.cpp /props answer's chat templates (``chat_template``, and
+    ``chat_template_tool_use`` where the server has one) write the end-of-reasoning marker."""
+    keys = ("chat_template", "chat_template_tool_use")
+    templates = [t for t in (answer.get(k) for k in keys) if isinstance(t, str)]
+    return any(END in t for t in templates) if templates else None
 
 
 _MODALITIES = {"vision": "image", "audio": "audio", "video": "video"}

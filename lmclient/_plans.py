@@ -12,24 +12,35 @@ another order do).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from types import GenericAlias
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
-from ._dialects import Budget, Dialect, Endpoint, ServerInfo
+from ._dialects import Budget, Dialect, Endpoint, Plan, ServerInfo
 from ._output.types import OutputSpec, compile_output
 from ._runaway import Guard, Runaway, server_fields
 from ._servers import release
 from ._tools import Tool
 from ._turn import Turn, turn_key
 
-__all__ = ["Planned", "Plans"]
+__all__ = ["Planned", "Plans", "Thinking"]
 
 _encode = msgspec.json.Encoder().encode
 _UNCHECKED = object()
 _BOUND = 256  # plans kept: output types made anew on every call must not grow the cache forever
+
+
+class Thinking(NamedTuple):
+    """A plan as a call with thinking sends it where the server applies a grammar from the
+    first token (`Dialect.reasoning_prefix`): its grammar after lmclient's reasoning block,
+    encoded once (``fields``, over the plan's), and the plan whose answers may begin with the
+    reasoning (`Plan.reasoned`)."""
+
+    plan: Plan
+    fields: dict[str, msgspec.Raw]
 
 
 class Planned:
@@ -38,6 +49,7 @@ class Planned:
     __slots__ = (
         "_by_server",
         "_runaway",
+        "_thinking",
         "_turns",
         "checked",
         "dialect",
@@ -76,6 +88,26 @@ class Planned:
         # probabilities=True on a server that reads logprob_token_ids: the options' token ids
         # (`_confidence.listed_ids`), ``()`` where too many to list; ``None``: not asked yet
         self.listed: tuple[int, ...] | None = None
+        self._thinking: Thinking | None = None  # made by the first call with thinking
+
+    def thinking(self) -> Thinking:
+        """This plan for a call that asks for thinking, on a dialect with a
+        `Dialect.reasoning_prefix`: made once."""
+        found = self._thinking
+        if found is None:
+            from ._output.thinking import thinking_grammar
+
+            field = self.dialect.reasoning_prefix
+            grammar = None if field is None else self.plan.fields.get(field)
+            fields: dict[str, str] = {}
+            if field is not None and isinstance(grammar, str):  # (else the server's schema)
+                fields[field] = thinking_grammar(grammar)
+            plan = dataclasses.replace(
+                self.plan, fields={**self.plan.fields, **fields}, reasoned=True
+            )
+            encoded = {name: msgspec.Raw(_encode(value)) for name, value in fields.items()}
+            found = self._thinking = Thinking(plan, encoded)
+        return found
 
     def turn(self, where: str, tools: Sequence[Tool[Any]], choice: Any, parallel: bool) -> Turn:
         """This plan's output type as the answer of a typed turn with ``tools``

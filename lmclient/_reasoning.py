@@ -37,6 +37,7 @@ from .errors import UnsupportedConstraintError
 __all__ = [
     "CONTROLS",
     "EFFORTS",
+    "IN_REASONING",
     "REASONING_PARAMS",
     "THINK_MARKUP_TOKENS",
     "Controls",
@@ -165,6 +166,9 @@ def thinking_room(controls: Mapping[str, Any]) -> int | None:
     return 0
 
 
+# What a `ConstraintIgnoredError` says of a constrained answer found in the reasoning channel
+IN_REASONING = "the answer came back as reasoning, the content empty"
+
 # What splits a server's answer into reasoning and content, and how a constrained answer ends
 # up in the reasoning, from each server's source: the advice of the error that says so.
 _PARSERS: dict[str, str] = {
@@ -180,15 +184,29 @@ _PARSERS: dict[str, str] = {
     ),
     "llamacpp": (
         "llama.cpp's --reasoning-format (deepseek by default) took it for thinking, and its "
-        "grammar applies from the first token, thinking included: pass thinking=False, or "
-        "start llama-server with --reasoning-format none"
+        "grammar applies from the first token, thinking included: pass thinking=False, or a "
+        "thinking_budget (lmclient's grammar then lets the model reason up to </think> first, "
+        "and llama.cpp closes the reasoning after that many tokens), or start llama-server "
+        "with --reasoning-format none"
     ),
 }
+# The same on llama.cpp where the call's grammar let the model reason first (`thinking_grammar`):
+# the model wrote its answer inside its reasoning and never closed it.
+_UNCLOSED = (
+    "llama.cpp's --reasoning-format (deepseek by default) took it for thinking: lmclient's "
+    "grammar lets the model reason up to </think> first, but it answered without closing its "
+    "reasoning (or the chat template's reasoning markers are not <think> and </think>): pass "
+    "a thinking_budget (llama.cpp then closes the reasoning after that many tokens), or "
+    "thinking=False, or start llama-server with --reasoning-format none"
+)
 
 
-def answer_in_reasoning(dialect: str) -> str:
+def answer_in_reasoning(dialect: str, reasoned: bool = False) -> str:
     """What to change where a constrained answer came back as reasoning with empty content:
-    the server's reasoning parser, named (`ConstraintIgnoredError`'s advice)."""
+    the server's reasoning parser, named (`ConstraintIgnoredError`'s advice); ``reasoned``: the
+    call's grammar let the model reason first (`Plan.reasoned`)."""
+    if reasoned and dialect == "llamacpp":
+        return _UNCLOSED
     return _PARSERS.get(
         dialect,
         "the server's reasoning parser took it for thinking: pass thinking=False, or start the "

@@ -23,6 +23,7 @@ shape, which lmclient reads itself):
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -66,7 +67,7 @@ class Turn:
     constraint in the body), its token budget where every way is bounded, and the tools its
     calls are decoded with."""
 
-    __slots__ = ("budget", "fields", "tools")
+    __slots__ = ("_grammar", "_thinking", "budget", "fields", "tools")
 
     def __init__(
         self,
@@ -112,6 +113,25 @@ class Turn:
         self.fields["tools"] = msgspec.Raw(_encode([tool.param(strict=strict) for tool in tools]))
         self.fields["tool_choice"] = msgspec.Raw(_encode(wire))
         self.tools = {tool.name: tool for tool in tools}
+        self._grammar = grammar.text
+        self._thinking: Turn | None = None
+
+    def thinking(self, field: str) -> Turn:
+        """This turn for a call that asks for thinking where the server applies its grammar
+        (``field``) from the first token: the grammar after lmclient's reasoning block
+        (`thinking_grammar`); made once."""
+        found = self._thinking
+        if found is None:
+            from ._output.thinking import thinking_grammar
+
+            found = copy.copy(self)
+            found.fields = {
+                **self.fields,
+                field: msgspec.Raw(_encode(thinking_grammar(self._grammar))),
+            }
+            found._thinking = found
+            self._thinking = found
+        return found
 
 
 def _answer(where: str, spec: OutputSpec[Any]) -> Mapping[str, Node]:

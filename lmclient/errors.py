@@ -321,6 +321,8 @@ class ConstraintIgnoredError(ValidationError):
         )
         self.fields = fields
         self.dialect = dialect
+        self.why = why  # what the answer shows
+        self.advice = advice  # what to change
 
 
 class RefusalError(ValidationError):

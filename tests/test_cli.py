@@ -28,6 +28,7 @@ pytestmark = pytest.mark.slow  # a console-script process per test: ~25 s on 2 c
 SCRIPT = Path(sys.executable).with_name("lmclient")
 SECRET = "sk-test-3c1f9a0e-never-print-me"
 KINDS = ("json schema", "regex", "choice", "grammar gbnf", "grammar lark", "int")
+REASONING = "after reasoning"  # the reasoning check's row, after the kinds' (`_after_reasoning`)
 
 
 def run(
@@ -606,10 +607,14 @@ def check_results(result: subprocess.CompletedProcess[str]) -> dict[str, dict[st
 
 def test_probe_check_finds_every_constraint_enforced(fake: FakeLLM, url: str) -> None:
     rows = check_results(run("probe", url, "--check", "--json"))
-    assert {name: row["result"] for name, row in rows.items()} == dict.fromkeys(KINDS, "enforced")
+    assert {name: row["result"] for name, row in rows.items()} == {
+        **dict.fromkeys(KINDS, "enforced"),
+        REASONING: "holds",
+    }
     assert rows["choice"]["sent_as"] == "structured_outputs.choice"
     assert {c.body["temperature"] for c in fake.calls} == {0}
-    assert all(c.body["max_tokens"] <= 64 for c in fake.calls)
+    assert all(c.body["max_tokens"] <= 64 for c in fake.calls[:-1])
+    assert fake.calls[-1].body["max_tokens"] == 256  # unbounded thinking: max_tokens bounds it
 
 
 def test_probe_check_table(url: str) -> None:
@@ -633,7 +638,7 @@ def test_probe_check_reports_output_that_does_not_validate_as_ignored(
     fake.reply("It is sunny and warm today.")  # what a server ignoring the constraint writes
     result = run("probe", url, "--check")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.count("ignored by server (got 'It is sunny and warm today.')") == 6
+    assert result.stdout.count("ignored by server (got 'It is sunny and warm today.')") == 7
     rows = check_results(run("probe", url, "--check", "--json"))
     assert {row["result"] for row in rows.values()} == {"ignored"}
 
@@ -645,10 +650,12 @@ def test_probe_check_vllm_guided_on_a_new_vllm_is_refused_unsent() -> None:
     with fake.serve() as url:
         rows = check_results(run("probe", url, "--dialect", "vllm-guided", "--check", "--json"))
         table = run("probe", url, "--dialect", "vllm-guided", "--check")
-    assert {name: row["result"] for name, row in rows.items()} == dict.fromkeys(KINDS, "refused")
+    assert {name: row["result"] for name, row in rows.items()} == dict.fromkeys(
+        (*KINDS, REASONING), "refused"
+    )
     assert rows["choice"]["sent_as"] == "guided_choice"
     assert "accepts and ignores" in rows["choice"]["detail"]
-    assert (table.returncode, table.stdout.count("ignored by this release of the server")) == (0, 6)
+    assert (table.returncode, table.stdout.count("ignored by this release of the server")) == (0, 7)
     assert fake.calls == []
 
 
@@ -675,9 +682,50 @@ def test_probe_check_not_expressible_sends_nothing(fake: FakeLLM, url: str) -> N
         "result": "enforced",
         "detail": rows["regex"]["detail"],
     }
-    assert len(fake.calls) == 4
+    assert len(fake.calls) == 4  # and none for the reasoning: no way to turn thinking on
+    assert rows[REASONING]["result"] == "not applicable"
+    assert "no request field for thinking=True" in rows[REASONING]["detail"]
     table = run("probe", url, "--check", "--dialect", "generic").stdout
     assert table.count("not expressible in this dialect") == 2
+    assert "not applicable (no way to turn thinking on here)" in table
+
+
+def test_probe_check_reasoning_holds_on_llamacpp() -> None:
+    """On llama.cpp the check's choice goes after lmclient's reasoning block, with a thinking
+    budget, which the server's own closing of the reasoning keeps short."""
+    fake = FakeLLM(server="llamacpp")
+    with fake.serve() as url:
+        rows = check_results(run("probe", url, "--check", "--json"))
+        table = run("probe", url, "--check").stdout
+    row = rows[REASONING]
+    assert (row["result"], row["detail"]) == ("holds", row["detail"])
+    assert row["detail"] in ("xylo-7", "quib-3")
+    assert row["sent_as"] == (
+        "grammar (after reasoning), chat_template_kwargs.enable_thinking, reasoning_budget_tokens"
+    )
+    body = fake.calls[-1].body
+    assert body["reasoning_budget_tokens"] == 32 and "think-answer ::=" in body["grammar"]
+    assert re.search(r"after reasoning +grammar \(after reasoning\).* +holds\n", table), table
+
+
+def test_probe_check_reasoning_says_an_answer_taken_for_reasoning() -> None:
+    """A server whose reasoning parser took the answer for thinking: the row gives the
+    error's advice (the parser, and what to change)."""
+    fake = FakeLLM(server="llamacpp")
+    fake.reply("", reasoning="xylo-7", when=lambda r: "chat_template_kwargs" in r.body)
+    with fake.serve() as url:
+        rows = check_results(run("probe", url, "--check", "--json"))
+        fake.reply("", reasoning="xylo-7")  # every answer: a template that opens the reasoning
+        every = check_results(run("probe", url, "--check", "--json"))
+        table = run("probe", url, "--check")
+    assert rows["choice"]["result"] == "enforced"
+    row = rows[REASONING]
+    assert row["result"] == "reasoning"
+    assert "--reasoning-format" in row["detail"] and "without closing" in row["detail"]
+    assert {every[name]["result"] for name in KINDS} == {"reasoning", "unsupported"}
+    assert "thinking=False" in every["choice"]["detail"]
+    assert table.returncode == 0  # said, not a failure of the command
+    assert "the answer came back as reasoning (llama.cpp's --reasoning-format" in table.stdout
 
 
 def test_probe_check_rejected(fake: FakeLLM, url: str) -> None:
@@ -697,6 +745,7 @@ def test_probe_check_rejected(fake: FakeLLM, url: str) -> None:
 
 def test_probe_check_completions(fake: FakeLLM, url: str) -> None:
     rows = check_results(run("probe", url, "--check", "--json", "--completions"))
+    assert rows.pop(REASONING)["result"] == "not applicable"  # no chat template: no thinking
     assert {row["result"] for row in rows.values()} == {"enforced"}
     assert {c.endpoint for c in fake.calls} == {"completions"}
 
@@ -708,7 +757,7 @@ def test_probe_check_needs_a_model_when_several_are_served() -> None:
         chosen = check_results(run("probe", url, "--check", "--json", "--model", "b"))
     assert several.returncode == 2
     assert "serves 2 models (a, b); pass --model" in several.stderr
-    assert len(chosen) == 6
+    assert len(chosen) == 7
     assert {c.model for c in fake.calls} == {"b"}
 
 

@@ -12,12 +12,14 @@ import pytest
 
 import lmclient
 from lmclient import _core, errors
-from lmclient._dialects import DIALECTS
+from lmclient._dialects import DIALECTS, ServerInfo, detect
+from lmclient._output.thinking import thinking_grammar
 from lmclient._reasoning import CONTROLS, THINK_MARKUP_TOKENS
 from lmclient._stream import Delta
 from lmclient._stream_state import StreamState
 from lmclient.testing import FakeLLM
-from tests.helpers import LLAMACPP_LIVE, answered, body_of, sent
+from lmclient.testing._grammar import gbnf_accepts
+from tests.helpers import LLAMACPP_LIVE, answered, body_of, chat_body, sent
 
 # Written out, not computed: each from the server's own request handling (see _reasoning.py).
 ON = {"chat_template_kwargs": {"enable_thinking": True}}
@@ -377,3 +379,170 @@ def test_an_answer_in_the_reasoning_names_the_reasoning_parser(dialect: str, nam
     assert "came back as reasoning" in message and names in message
     assert "thinking=False" in message and "spent max_tokens" not in message
     assert caught.value.text == '{"name":"the","age":10}'  # what came back, to see it
+
+
+# -- llama.cpp: the answer's grammar after a reasoning block -----------------------------------
+
+
+@pytest.mark.parametrize(
+    "output_type",
+    [Named, CHOICE, int, lmclient.Grammar('root ::= "qz-" [0-9]'), lmclient.Regex(r"[a-z]{3}")],
+)
+@pytest.mark.parametrize("params", [{"thinking": True}, {"thinking_budget": 32}])
+def test_llamacpp_sends_the_grammar_after_a_reasoning_block(
+    output_type: Any, params: dict[str, Any]
+) -> None:
+    """llama.cpp applies a request's grammar from the first token, thinking included: a call
+    that asks for thinking lets the model reason first (`thinking_grammar`), every grammar
+    lmclient sends (the compact JSON, a choice, a scalar's, a user's); a regex goes as a JSON
+    schema, which the server's own template grammar already starts after the reasoning."""
+    plain = body_of("llamacpp", output_type)
+    body = body_of("llamacpp", output_type, **params)
+    if "grammar" not in plain:
+        assert body["json_schema"] == plain["json_schema"]
+        return
+    assert body["grammar"] == thinking_grammar(plain["grammar"])
+    assert gbnf_accepts(body["grammar"], "Hmm.</think>\n\n" + _sentence(output_type))
+
+
+def _sentence(output_type: Any) -> str:
+    return {Named: '{"name":"a","age":1}', CHOICE: "yes", int: "7"}.get(output_type, "qz-1")
+
+
+@pytest.mark.parametrize(
+    ("dialect", "output_type", "params"),
+    [
+        ("llamacpp", Named, {}),
+        ("llamacpp", Named, {"thinking": False}),
+        ("llamacpp", Named, {"reasoning_effort": "low", "whitespace": "server"}),
+        ("llamacpp", str, {"thinking": True}),
+        ("vllm", Named, {"thinking": True}),  # vLLM starts the grammar after the reasoning
+        ("sglang", Named, {"thinking": True}),
+    ],
+)
+def test_other_calls_keep_their_constraint(
+    dialect: str, output_type: Any, params: dict[str, Any]
+) -> None:
+    whitespace = params.pop("whitespace", "compact")
+    core = _core.ClientCore(
+        "http://h/v1", "m", dialect=dialect, runaway="off", whitespace=whitespace
+    )
+    call = core.prepare("create", "Q", output_type, "chat", params)
+    plain = core.prepare("create", "Q", output_type, "chat", {})
+    assert call.request.body is not None and plain.request.body is not None
+    constraint = set(call.plan.fields)
+    body, before = msgspec.json.decode(call.request.body), msgspec.json.decode(plain.request.body)
+    assert {k: body[k] for k in constraint} == {k: before[k] for k in constraint}
+    assert "think ::=" not in call.request.body.decode()
+
+
+def test_a_typed_turn_reasons_first_too() -> None:
+    weather = lmclient.Tool(Named, name="person")
+    plain = body_of("llamacpp", CHOICE, tools=[weather])["grammar"]
+    thinking = body_of("llamacpp", CHOICE, tools=[weather], thinking_budget=16)
+    assert thinking["grammar"] == thinking_grammar(plain)
+    assert thinking["tool_choice"] == "none" and thinking["reasoning_budget_tokens"] == 16
+    core = _core.ClientCore("http://h/v1", "m", dialect="llamacpp", runaway="off")
+    call = core.prepare("create", "Q", CHOICE, "chat", {"tools": [weather], "thinking": True})
+    call_text = '{"name": "person", "arguments": {"name":"a","age":1}}'
+    text = f"<think>Who?</think>\n<tool_call>\n{call_text}\n</tool_call>"
+    response = answered(call, msgspec.json.encode(chat_body(text)))
+    assert [c.arguments for c in response.tool_calls] == [Named(name="a", age=1)]
+    assert response.reasoning == "Who?"
+
+
+REASONED = '<think>\nA person: a name and an age.\n</think>\n\n{"name":"Ada","age":36}'
+
+
+def _llamacpp_call(output_type: Any = Named, **params: Any) -> Any:
+    core = _core.ClientCore("http://h/v1", "m", dialect="llamacpp", runaway="off")
+    return core.prepare("create", "Q", output_type, "chat", {"max_reasks": 0, **params})
+
+
+def test_the_answer_follows_the_reasoning_in_the_content() -> None:
+    """With llama.cpp's reasoning parser off (``--reasoning-format none``), or a template whose
+    markers it does not know, the content begins with the reasoning: the answer is what
+    follows it, the reasoning is `Response.reasoning`."""
+    response = answered(_llamacpp_call(thinking=True), msgspec.json.encode(chat_body(REASONED)))
+    assert response.value == Named(name="Ada", age=36)
+    assert response.text == '{"name":"Ada","age":36}'
+    assert response.reasoning == "A person: a name and an age."
+    split = answered(
+        _llamacpp_call(thinking=True),
+        msgspec.json.encode(chat_body('{"name":"Ada","age":36}', reasoning_content="Hmm.")),
+    )  # the parser on (the default): the server split them
+    assert (split.value.age, split.reasoning) == (36, "Hmm.")
+    with pytest.raises(lmclient.ValidationError):  # a call without thinking reads it as it is
+        answered(_llamacpp_call(), msgspec.json.encode(chat_body(REASONED)))
+
+
+def test_the_answer_follows_the_reasoning_in_a_stream() -> None:
+    fake = FakeLLM(server="llamacpp")
+    fake.reply(REASONED)
+    with fake.mock() as url, lmclient.Client(url, "fake-model") as client:
+        with (
+            client.stream("Q", Named, thinking=False) as plain,
+            pytest.raises(lmclient.ValidationError),
+        ):
+            plain.read()
+        fake.reply(REASONED)
+        with client.stream("Q", Named, reasoning_effort="low") as stream:
+            assert stream.read() == Named(name="Ada", age=36)
+        assert "think-answer" in fake.calls[-1].body["grammar"]
+
+
+def test_reasoning_cut_by_max_tokens_is_a_cut_not_an_ignored_constraint() -> None:
+    body = chat_body("<think>\nFirst, a name. Then", finish_reason="length")
+    with pytest.raises(lmclient.TruncatedError):
+        answered(_llamacpp_call(thinking=True, max_tokens=60), msgspec.json.encode(body))
+
+
+def test_an_unclosed_reasoning_says_what_to_change() -> None:
+    """The answer in the reasoning although the grammar let the model close it first: the
+    advice is a thinking budget (llama.cpp closes the reasoning after it)."""
+    body = (LLAMACPP_LIVE / "chat_reasoning_forced_open.response.json").read_bytes()
+    with pytest.raises(lmclient.ConstraintIgnoredError) as caught:
+        answered(_llamacpp_call(thinking=True), body)
+    message = str(caught.value)
+    assert "without closing its reasoning" in message and "thinking_budget" in message
+    assert caught.value.text == '{"name":"the","age":10}'
+
+
+def test_the_space_after_the_reasoning_is_not_the_answer() -> None:
+    """llama.cpp b11434's reasoning parser takes the block off but leaves the whitespace after
+    ``</think>`` (the body of `probe --check` on the template that opens ``<think>``): a choice
+    is read past it."""
+    body = chat_body("  \nquib-3", reasoning_content="<think>\n<think>")
+    response = answered(_llamacpp_call(CHOICE_XQ, thinking_budget=32), msgspec.json.encode(body))
+    assert (response.value, response.text) == ("quib-3", "quib-3")
+    with pytest.raises(lmclient.ValidationError):  # no reasoning: the space is the answer's
+        answered(
+            _llamacpp_call(CHOICE_XQ, thinking_budget=32), msgspec.json.encode(chat_body(" quib-3"))
+        )
+
+
+CHOICE_XQ = Literal["xylo-7", "quib-3"]
+
+
+def test_a_template_without_the_markers_keeps_the_grammar() -> None:
+    """Detection reads whether the chat template writes ``</think>`` (llama.cpp's /props): the
+    recorded Gemma template of `make test` does not (a call with thinking then keeps its
+    grammar as it is: the model would never close a reasoning it does not write), the one that
+    opens ``<think>`` does, and a server that does not say gets the reasoning block."""
+    props = msgspec.json.decode((LLAMACPP_LIVE / "props.response.json").read_bytes())
+    template = (LLAMACPP_LIVE / "chat_reasoning_forced_open.template.jinja").read_text()
+    assert detect("h", {"/props": props}, ["m"]).thinks is False
+    assert detect("h", {"/props": {**props, "chat_template": template}}, ["m"]).thinks is True
+    assert detect("h", {"/props": {**props, "chat_template_tool_use": template}}, []).thinks
+    bare = {k: v for k, v in props.items() if k != "chat_template"}
+    assert detect("h", {"/props": bare}, ["m"]).thinks is None
+    for thinks, reasoned in ((False, False), (True, True), (None, True)):
+        core = _core.ClientCore("http://h/v1", "m", dialect="llamacpp", runaway="off")
+        core.server_info = ServerInfo("llamacpp", "llamacpp", "b11434", ["m"], thinks=thinks)
+        call = core.prepare("create", "Q", Named, "chat", {"thinking_budget": 8})
+        assert call.request.body is not None
+        sent_grammar = msgspec.json.decode(call.request.body)["grammar"]
+        assert (sent_grammar != PLAIN, call.plan.reasoned) == (reasoned, reasoned)
+
+
+PLAIN = body_of("llamacpp", Named)["grammar"]
