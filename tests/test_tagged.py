@@ -4,7 +4,6 @@ the marker's checks, the fields per dialect, and calls as users make them: respx
 
 from __future__ import annotations
 
-import itertools
 import re
 from typing import Any, Literal
 
@@ -16,8 +15,6 @@ import respx
 import lmclient
 from lmclient import NoValueError, Tagged, UnsupportedConstraintError, ValidationError
 from lmclient._dialects import DIALECTS
-from lmclient._output.gbnf_ir import render
-from lmclient._output.tagged import text_until
 from lmclient._output.types import compile_output
 from lmclient.testing import FakeLLM
 from lmclient.testing._grammar import gbnf_accepts
@@ -45,33 +42,6 @@ def chat_body(content: str) -> dict[str, Any]:
         ],
         "usage": {"prompt_tokens": 5, "completion_tokens": 9, "total_tokens": 14},
     }
-
-
-# -- the prose rules: text without a marker ----------------------------------------------------
-
-
-@pytest.mark.parametrize("marker", ["<a>", "aab", "abab", "<<a"])
-@pytest.mark.parametrize("ends_with_marker", [True, False])
-def test_text_until_is_exactly_the_language(marker: str, ends_with_marker: bool) -> None:
-    """Every string over the marker's characters and one other, up to 6 long: the rules accept
-    it exactly when the marker does not occur in it (then, or only at its very end)."""
-    rules = text_until(marker, "root", ends_with_marker=ends_with_marker)
-    grammar = render(rules)
-    alphabet = [*sorted(set(marker)), "x"]
-    for size in range(7):
-        for letters in itertools.product(alphabet, repeat=size):
-            text = "".join(letters)
-            if ends_with_marker:
-                want = text.endswith(marker) and text.find(marker) == len(text) - len(marker)
-            else:
-                want = marker not in text
-            assert gbnf_accepts(grammar, text) == want, (marker, text)
-
-
-def test_text_until_takes_any_character_but_the_markers() -> None:
-    grammar = render(text_until("<answer>", "root", ends_with_marker=True))
-    assert gbnf_accepts(grammar, "Paris, été 中文 \n\t</answer> <answe <answer>")
-    assert not gbnf_accepts(grammar, "x <answer> y <answer>")
 
 
 # -- the grammar of a tagged text ------------------------------------------------------------

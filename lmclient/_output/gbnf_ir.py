@@ -1,7 +1,8 @@
 """The compact grammar's building blocks (`lmclient._output.gbnf`): the grammar IR its compiler
 builds, and what is done with a finished set of rules: unreachable ones dropped, long repeats
 hoisted into rules, equal rules merged, the text rendered in GBNF, and the byte lengths of the
-shortest and longest sentences measured (the token budget)."""
+shortest and longest sentences measured (the token budget). Also free text that cannot spell a
+marker (`text_until`), which `Tagged`'s prose and a reasoning block before an answer are."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ __all__ = [
     "rep",
     "seq",
     "shortest_bytes",
+    "text_until",
     "too_many",
 ]
 
@@ -166,6 +168,56 @@ def intersect(a: Iterable[tuple[int, int]], b: list[tuple[int, int]]) -> list[tu
         for blo, bhi in b
         if max(lo, blo) <= min(hi, bhi)
     ]
+
+
+def text_until(marker: str, name: str, *, ends_with_marker: bool) -> dict[str, Node]:
+    """Rules ``name``, ``name-1``, ...: any text in which ``marker`` does not occur, followed by
+    the marker itself (``ends_with_marker``) or by nothing (then the text may stop anywhere,
+    empty included). A rule per state of a matcher of ``marker`` (Knuth-Morris-Pratt: the
+    state is how much of the marker the text ends with), so that ``<<answer>`` and
+    ``<ans<answer>`` are read right; rule ``name`` is the state of no match."""
+    if not marker:
+        raise ValueError("a marker cannot be empty")
+    states = [name] + [f"{name}-{q}" for q in range(1, len(marker))]
+    fallback = _failure(marker)
+    rules: dict[str, Node] = {}
+    for q, state in enumerate(states):
+        # each character of the marker that moves the matcher on (or back to a partial match);
+        # every other character, the marker's own among them, starts it afresh
+        moves = {c: _step(marker, fallback, q, c) for c in sorted(set(marker))}
+        moves = {c: target for c, target in moves.items() if target}
+        ways: list[Node] = []
+        for c, target in moves.items():
+            if target < len(marker):
+                ways.append(seq(Lit(c), Ref(states[target])))
+            elif ends_with_marker:
+                ways.append(Lit(c))  # the marker is whole: the text ends here
+        rest = complement(char_class((ord(c), ord(c)) for c in moves).ranges)
+        ways.append(seq(char_class(rest), Ref(states[0])))
+        if not ends_with_marker:
+            ways.append(EMPTY)
+        rules[state] = alt(*ways)
+    return rules
+
+
+def _failure(marker: str) -> list[int]:
+    """KMP's failure function: for each prefix, the longest proper prefix that is its suffix."""
+    out = [0] * len(marker)
+    k = 0
+    for i in range(1, len(marker)):
+        while k and marker[i] != marker[k]:
+            k = out[k - 1]
+        if marker[i] == marker[k]:
+            k += 1
+        out[i] = k
+    return out
+
+
+def _step(marker: str, fallback: list[int], state: int, char: str) -> int:
+    """The matcher's state after ``char``, from ``state`` characters of the marker matched."""
+    while state and marker[state] != char:
+        state = fallback[state - 1]
+    return state + 1 if marker[state] == char else 0
 
 
 DIGIT = char_span("0", "9")

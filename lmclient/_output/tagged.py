@@ -11,8 +11,8 @@ a dialect sends the one its server reads:
   up to the open tag, which the engine masks natively, each region's content in the element's
   compact grammar, the close tag a constant;
 - as lmclient's GBNF (`tagged_grammar`; llama.cpp, and the servers that take only a grammar):
-  the prose as rules that cannot spell the open tag (`text_until`, a string matcher's states
-  as rules), then the same content.
+  the prose as rules that cannot spell the open tag (`gbnf_ir.text_until`, a string
+  matcher's states as rules), then the same content.
 
 The decoder (`TaggedDecoder`) reads regions back out of the text: a region's content ends at
 the first close tag after which it decodes (a JSON string may hold the close tag; the grammar
@@ -29,7 +29,7 @@ import msgspec
 
 from lmclient.errors import NoValueError, ValidationError
 
-from .gbnf_ir import EMPTY, Lit, Node, Ref, alt, char_class, complement, prefixed, seq
+from .gbnf_ir import EMPTY, Lit, Node, Ref, alt, prefixed, seq, text_until
 
 __all__ = [
     "TaggedDecoder",
@@ -37,7 +37,6 @@ __all__ = [
     "TaggedText",
     "structural_format",
     "tagged_grammar",
-    "text_until",
 ]
 
 T = TypeVar("T")
@@ -90,54 +89,6 @@ class TaggedText(msgspec.Struct, Generic[T], frozen=True, kw_only=True):
 # --------------------------------------------------------------------------------------------
 # GBNF
 # --------------------------------------------------------------------------------------------
-
-
-def text_until(marker: str, name: str, *, ends_with_marker: bool) -> dict[str, Node]:
-    """Rules ``name``, ``name-1``, ...: any text in which ``marker`` does not occur, followed by
-    the marker itself (``ends_with_marker``) or by nothing (then the text may stop anywhere,
-    empty included). A rule per state of a matcher of ``marker`` (Knuth-Morris-Pratt: the
-    state is how much of the marker the text ends with), so that ``<<answer>`` and
-    ``<ans<answer>`` are read right; rule ``name`` is the state of no match."""
-    states = [name] + [f"{name}-{q}" for q in range(1, len(marker))]
-    fallback = _failure(marker)
-    rules: dict[str, Node] = {}
-    for q, state in enumerate(states):
-        # each character of the marker that moves the matcher on (or back to a partial match);
-        # every other character, the marker's own among them, starts it afresh
-        moves = {c: _step(marker, fallback, q, c) for c in sorted(set(marker))}
-        moves = {c: target for c, target in moves.items() if target}
-        ways: list[Node] = []
-        for c, target in moves.items():
-            if target < len(marker):
-                ways.append(seq(Lit(c), Ref(states[target])))
-            elif ends_with_marker:
-                ways.append(Lit(c))  # the marker is whole: the text ends here
-        rest = complement(char_class((ord(c), ord(c)) for c in moves).ranges)
-        ways.append(seq(char_class(rest), Ref(states[0])))
-        if not ends_with_marker:
-            ways.append(EMPTY)
-        rules[state] = alt(*ways)
-    return rules
-
-
-def _failure(marker: str) -> list[int]:
-    """KMP's failure function: for each prefix, the longest proper prefix that is its suffix."""
-    out = [0] * len(marker)
-    k = 0
-    for i in range(1, len(marker)):
-        while k and marker[i] != marker[k]:
-            k = out[k - 1]
-        if marker[i] == marker[k]:
-            k += 1
-        out[i] = k
-    return out
-
-
-def _step(marker: str, fallback: list[int], state: int, char: str) -> int:
-    """The matcher's state after ``char``, from ``state`` characters of the marker matched."""
-    while state and marker[state] != char:
-        state = fallback[state - 1]
-    return state + 1 if marker[state] == char else 0
 
 
 def tagged_grammar(

@@ -18,7 +18,7 @@ them (``/props`` has the template, not its markers): so `START` and `END`, those
 thinking models (Qwen3, DeepSeek-R1, QwQ, GLM...), sent only where the template is not known to
 lack ``</think>`` (`ServerInfo.thinks`: a model would never close a block its template does not
 write). The rules that keep the end marker out of the free text are generated for any marker
-(`free_text_rules`).
+(`gbnf_ir.text_until`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 __all__ = [
     "END",
     "START",
-    "free_text_rules",
     "past_space",
     "split_reasoning",
     "thinking_grammar",
@@ -53,59 +52,17 @@ def thinking_grammar(grammar: str, start: str = START, end: str = END) -> str:
     sentences: ``(start? free end space{0,4})? answer``, where ``free`` is any text in which
     ``end`` does not occur. The grammar's own rules are kept as written, but for ``root``,
     renamed apart with the new rules (llama.cpp starts at ``root``)."""
-    from .gbnf_ir import Lit, Ref, chars, opt, render, rep, seq
+    from .gbnf_ir import Lit, Ref, chars, opt, render, rep, seq, text_until
 
     names = _names(grammar)
     prefix = next(p for p in _prefixes() if _free(p, names))
     answer = f"{prefix}-answer"
     rules: dict[str, Node] = {
         "root": seq(opt(Ref(prefix)), Ref(answer)),
-        prefix: seq(opt(Lit(start)), Ref(f"{prefix}-0"), rep(chars(_SPACE), 0, _MOST_SPACE)),
-        **free_text_rules(end, prefix),
+        prefix: seq(opt(Lit(start)), Ref(f"{prefix}-text"), rep(chars(_SPACE), 0, _MOST_SPACE)),
+        **text_until(end, f"{prefix}-text", ends_with_marker=True),
     }
     return render(rules) + _renamed_root(grammar, answer)
-
-
-def free_text_rules(marker: str, prefix: str) -> dict[str, Node]:
-    """Rules ``prefix-0`` ... ``prefix-(n-1)`` (``n`` the marker's length): from ``prefix-0``,
-    any text in which ``marker`` occurs once, at its end. Rule ``prefix-k`` is the state of
-    Knuth-Morris-Pratt's matcher that has read the marker's first ``k`` characters and no whole
-    marker: each character leads to the next state, and the one that completes the marker ends
-    the text."""
-    from .gbnf_ir import Cls, Ref, alt, char_class, complement, seq
-
-    if not marker:
-        raise ValueError("a reasoning marker cannot be empty")
-    n = len(marker)
-    border = [0] * n  # border[i]: the longest proper prefix of marker[: i + 1] that ends it
-    for i in range(1, n):
-        k = border[i - 1]
-        while k and marker[i] != marker[k]:
-            k = border[k - 1]
-        border[i] = k + (marker[i] == marker[k])
-
-    def step(k: int, c: str) -> int:
-        while k and marker[k] != c:
-            k = border[k - 1]
-        return k + 1 if marker[k] == c else 0
-
-    used = sorted(set(marker))
-    rules: dict[str, Node] = {}
-    for k in range(n):
-        targets: dict[int, list[str]] = {}
-        for c in used:
-            targets.setdefault(step(k, c), []).append(c)
-        # every character the marker does not hold starts the match over
-        back = complement(char_class((ord(c), ord(c)) for c in used).ranges)
-        back += [(ord(c), ord(c)) for c in targets.pop(0, [])]
-        branches: list[Node] = []
-        if back:
-            branches.append(seq(char_class(back), Ref(f"{prefix}-0")))
-        for target, cs in sorted(targets.items()):
-            cls: Cls = char_class((ord(c), ord(c)) for c in cs)
-            branches.append(cls if target == n else seq(cls, Ref(f"{prefix}-{target}")))
-        rules[f"{prefix}-{k}"] = alt(*branches)
-    return rules
 
 
 def split_reasoning(text: str, start: str = START, end: str = END) -> tuple[str, str] | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import itertools
 import json
 import logging
 import re
@@ -22,7 +23,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lmclient._output.gbnf import CompactGrammar, compact_grammar
+from lmclient._output.gbnf_ir import render, text_until
 from lmclient._output.types import compile_output
+from lmclient.testing._grammar import gbnf_accepts
 from tests.gbnf_cases import CASES, JSON_VALUES, Pet, compiled, decoder
 from tests.gbnf_match import Grammar
 
@@ -453,3 +456,47 @@ def test_multiple_of_beyond_the_automaton_falls_back() -> None:
     assert compact_grammar({"type": "integer", "multipleOf": 17}) is None
     assert compact_grammar({"type": "integer", "multipleOf": 1.5}) is None
     assert compact_grammar({"type": "integer", "multipleOf": 17, "maximum": 1000, "minimum": 0})
+
+
+# -- text without a marker (`text_until`: Tagged's prose, the reasoning before an answer) -----
+
+MARKERS = ["a", "ab", "aa", "aab", "aba", "abab", "abcab", "baa", "</think>", "[/THINK]", '"\\]']
+
+
+def _strings(alphabet: str, longest: int) -> list[str]:
+    return [
+        "".join(chars)
+        for n in range(longest + 1)
+        for chars in itertools.product(alphabet, repeat=n)
+    ]
+
+
+@pytest.mark.parametrize("marker", MARKERS)
+@pytest.mark.parametrize("ends_with_marker", [True, False])
+def test_text_until_is_exactly_its_language(marker: str, ends_with_marker: bool) -> None:
+    """Every short string over the marker's characters and one other (overlapping markers
+    included, where a naive "anything but the marker's first character" rule goes wrong): the
+    rules accept it exactly when the marker does not occur in it (then, or only at its very
+    end)."""
+    grammar = render(text_until(marker, "root", ends_with_marker=ends_with_marker))
+    alphabet = "".join(sorted(set(marker))) + "x"
+    longest = 6 if len(alphabet) <= 3 else 4
+    texts = _strings(alphabet[:4], longest)
+    texts += [marker, "x" + marker, marker + marker, marker[:-1] + marker, "\n" + marker]
+    for text in texts:
+        if ends_with_marker:
+            want = text.endswith(marker) and text.find(marker) == len(text) - len(marker)
+        else:
+            want = marker not in text
+        assert gbnf_accepts(grammar, text) is want, (marker, text)
+
+
+def test_text_until_takes_any_character_but_the_marker() -> None:
+    grammar = render(text_until("<answer>", "root", ends_with_marker=True))
+    assert gbnf_accepts(grammar, "Paris, été 中文 \n\t</answer> <answe <answer>")
+    assert not gbnf_accepts(grammar, "x <answer> y <answer>")
+
+
+def test_an_empty_marker_is_refused() -> None:
+    with pytest.raises(ValueError, match="empty"):
+        text_until("", "s", ends_with_marker=True)

@@ -1,56 +1,19 @@
-"""The reasoning block before a grammar's answer (`lmclient._output.thinking`): the free text
-that cannot hold the end marker, checked against a brute force over every short string for
-many markers (overlapping ones included, where a naive "anything but the marker's first
-character" rule goes wrong); the whole grammar, read by the testing toolkit's GBNF recognizer
-(llama.cpp's parser's rules); and the split of an answer written under it."""
+"""The reasoning block before a grammar's answer (`lmclient._output.thinking`): the whole
+grammar, read by the testing toolkit's GBNF recognizer (llama.cpp's parser's rules), and the
+split of an answer written under it. Its free text (`gbnf_ir.text_until`) is held to a brute
+force in tests/output/test_gbnf.py."""
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 
-from lmclient._output.gbnf_ir import render
 from lmclient._output.thinking import (
     END,
     START,
-    free_text_rules,
     split_reasoning,
     thinking_grammar,
 )
 from lmclient.testing._grammar import gbnf_accepts
-
-MARKERS = ["a", "ab", "aa", "aab", "aba", "abab", "abcab", "baa", "</think>", "[/THINK]", '"\\]']
-
-
-def _once_at_end(text: str, marker: str) -> bool:
-    """The brute force: ``text`` holds ``marker`` once, as its end."""
-    return text.endswith(marker) and text.find(marker) == len(text) - len(marker)
-
-
-def _strings(alphabet: str, longest: int) -> list[str]:
-    return [
-        "".join(chars)
-        for n in range(longest + 1)
-        for chars in itertools.product(alphabet, repeat=n)
-    ]
-
-
-@pytest.mark.parametrize("marker", MARKERS)
-def test_the_free_text_holds_the_marker_once_at_its_end(marker: str) -> None:
-    grammar = render({"root": free_text_rules(marker, "s")["s-0"], **free_text_rules(marker, "s")})
-    alphabet = "".join(sorted(set(marker))) + "x"  # the marker's characters and one other
-    longest = 6 if len(alphabet) <= 3 else 4
-    texts = _strings(alphabet[:4], longest)
-    texts += [marker, "x" + marker, marker + marker, marker[:-1] + marker, "\n" + marker]
-    for text in texts:
-        assert gbnf_accepts(grammar, text) is _once_at_end(text, marker), (marker, text)
-
-
-def test_an_empty_marker_is_refused() -> None:
-    with pytest.raises(ValueError, match="empty"):
-        free_text_rules("", "s")
-
 
 ANSWER = 'root ::= "{" digit "}"\ndigit ::= [0-9]'
 
