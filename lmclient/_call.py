@@ -877,8 +877,15 @@ class Call(Attempts, kw_only=True):
                 if found is not None:
                     raise self.ran_away(found, text, by="max_tokens", usage=usage)
                 if constrained:
+                    advise = self.spec.cut_advice
+                    advice = advise(text) if advise is not None else None
                     raise self.explained(
-                        errors.TruncatedError(text=text, output_type=self._type, usage=usage)
+                        errors.TruncatedError(
+                            text=text,
+                            output_type=self._type,
+                            usage=usage,
+                            advice=advice or "raise max_tokens",
+                        )
                     )
             if not text and reasoning and constrained:  # (a cut answer was said above)
                 raise errors.ConstraintIgnoredError(

@@ -228,9 +228,11 @@ class ValidationError(LMClientError):
 class TruncatedError(ValidationError):
     """The model stopped at ``max_tokens`` (finish_reason ``length``) before the value ended."""
 
-    def __init__(self, *, text: str, output_type: Any, usage: Any = None) -> None:
+    def __init__(
+        self, *, text: str, output_type: Any, usage: Any = None, advice: str = "raise max_tokens"
+    ) -> None:
         super().__init__(
-            "the output was cut at max_tokens (finish_reason 'length'); raise max_tokens",
+            f"the output was cut at max_tokens (finish_reason 'length'); {advice}",
             text=text,
             output_type=output_type,
         )

@@ -27,7 +27,7 @@ class City(msgspec.Struct):
     country: str
 
 
-def chat_body(content: str) -> dict[str, Any]:
+def chat_body(content: str, finish_reason: str = "stop") -> dict[str, Any]:
     return {
         "id": "c",
         "object": "chat.completion",
@@ -37,7 +37,7 @@ def chat_body(content: str) -> dict[str, Any]:
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
+                "finish_reason": finish_reason,
             }
         ],
         "usage": {"prompt_tokens": 5, "completion_tokens": 9, "total_tokens": 14},
@@ -319,3 +319,37 @@ async def test_async_client_and_the_fake() -> None:
         async with lmclient.AsyncClient(url) as client:
             text = await client.generate("x", Tagged(int, "n", at_least=2, at_most=2))
     assert len(text.values) == 2 and all(isinstance(v, int) for v in text.values)
+
+
+# What Gemma 3 270M wrote on the real llama.cpp, asked at temperature 0.7 to think in one sentence
+# and answer in <answer> tags: prose to the end of its 4,096-token context, 104 s, no tag.
+RAMBLE = (
+    "In 1500, the people of Berlin were living in a time of peace, with the population of "
+    "45,000. What was the population of Berlin in 1500?\nWhich city is the capital of France? "
+)
+
+
+def cut(content: str) -> lmclient.TruncatedError:
+    with respx.mock(assert_all_called=True) as mock:
+        mock.post(f"{BASE}/chat/completions").mock(
+            return_value=httpx.Response(200, json=chat_body(content, "length"))
+        )
+        with (
+            lmclient.Client(BASE, model="m", dialect="llamacpp") as client,
+            pytest.raises(lmclient.TruncatedError) as info,
+        ):
+            client.generate("Capital of France?", Tagged(City))
+    return info.value
+
+
+def test_prose_cut_before_its_region_is_not_told_to_raise_max_tokens() -> None:
+    """Found on the real server: "raise max_tokens" cannot help a model that never began its
+    answer; the error says what can."""
+    message = str(cut(RAMBLE))
+    assert "raise max_tokens" not in message
+    assert f"wrote {len(RAMBLE)} characters of prose and never began a <answer> region" in message
+    assert "ask the prompt for a short reasoning and the answer in <answer> tags" in message
+
+
+def test_a_region_cut_is_told_to_raise_max_tokens() -> None:
+    assert str(cut('So: <answer>{"name":"Par')).count("raise max_tokens") == 1

@@ -207,6 +207,19 @@ class TaggedDecoder:
             )
         return TaggedText(text=text, tag=self.tag, regions=tuple(regions))
 
+    def cut_advice(self, text: str) -> str | None:
+        """What to do about ``text`` cut at max_tokens before its first region: the model wrote
+        prose only, and a larger max_tokens may buy more of it (Gemma 3 270M, asked to think
+        in one sentence, rambled to the end of its context); ``None`` once a region began."""
+        if self.at_least == 0 or self._open in text:
+            return None
+        return (
+            f"the model wrote {len(text)} characters of prose and never began a <{self.tag}> "
+            f"region, so more tokens may buy only more prose: ask the prompt for a short "
+            f"reasoning and the answer in <{self.tag}> tags (an example helps), or use a lower "
+            "temperature"
+        )
+
     def _region(self, text: str, start: int, index: int) -> TaggedRegion[Any]:
         """The region whose content starts at ``start``: up to the first close tag where the
         content decodes; else the error of the content up to the first close tag."""

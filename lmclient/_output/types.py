@@ -84,6 +84,9 @@ class OutputSpec(Generic[T]):
     # A `Tagged` output's structural tag (xgrammar's ``format``), for the servers that read one
     # in place of ``grammar`` (its GBNF)
     structural: dict[str, Any] | None = None
+    # What to do about a text cut at max_tokens, where "raise max_tokens" would not help
+    # (a `Tagged` output's prose that never reached its first region); ``None``: raise it
+    cut_advice: Callable[[str], str | None] | None = None
 
     @functools.cached_property
     def compact(self) -> CompactGrammar | None:
@@ -324,6 +327,7 @@ def _tagged_spec(tp: Tagged[Any]) -> OutputSpec[Any]:
             f"a Tagged region holds a JSON type, a choice (Literal, Enum, Choice), int, float, "
             f"bool or str, not {tp.type!r}"
         )
+    decoder = TaggedDecoder(tp.tag, decode, tp.at_least, tp.at_most, tp)
     grammar = finished(tagged_grammar(tp.tag, content, tp.at_least, tp.at_most))
     content_grammar = None if content is None else finished(dict(content))
     if grammar is None or (content is not None and content_grammar is None):
@@ -332,7 +336,8 @@ def _tagged_spec(tp: Tagged[Any]) -> OutputSpec[Any]:
         tp,
         "grammar",
         "Tagged",
-        decode=TaggedDecoder(tp.tag, decode, tp.at_least, tp.at_most, tp),
+        decode=decoder,
+        cut_advice=decoder.cut_advice,
         grammar=grammar.text,
         structural=structural_format(
             tp.tag,
